@@ -1,0 +1,501 @@
+"""The broker: turns one decoded request into one response, off the reactor.
+
+It owns the registry of topics (`LogManager`) and the offsets store, and
+schedules every disk operation on the I/O pool through a `Lane` per partition
+(plus one for the offsets log), so appends to a partition stay in order while
+partitions proceed in parallel and no global lock exists. Reads skip the lanes:
+a partition log snapshots its bounds, so a read never waits for an append.
+
+`Broker.handle` never fails: every error becomes the response the protocol
+prescribes (tag 4 for seed ops, tag 14/15 for extensions).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from twisted.application import service
+from twisted.internet import defer, task
+from twisted.internet.interfaces import IDelayedCall, IReactorFromThreads, IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+import rustka
+from rustka import protocol as p
+from rustka.config import Config
+from rustka.errors import (
+    BrokerUnavailable,
+    CorruptBatch,
+    OffsetOutOfRange,
+    RustkaError,
+    UnknownPartition,
+    UnknownTopic,
+)
+from rustka.lanes import IOPool, Lane
+from rustka.log_manager import LogManager
+from rustka.names import validate_group, validate_topic
+from rustka.offsets import OffsetsStore
+from rustka.partition_log import PartitionLog
+from rustka.record_batch import Record, encode_batch, validate_batches
+
+PartitionKey = tuple[str, int]
+_OFFSETS_KEY: PartitionKey = ("__offsets", 0)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class BrokerStats:
+    """Counters the metrics endpoint and the manhole read; cheap to bump."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    records_in: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    corrupt_batches: int = 0
+    fsyncs: int = 0
+    fsync_seconds: float = 0.0
+    retention_deleted_segments: int = 0
+
+
+class _Waiter:
+    """A long-poll fetch parked until its partition grows or its wait runs out."""
+
+    __slots__ = ("deferred", "offset", "timer")
+
+    def __init__(self, offset: int, deferred: defer.Deferred[None], timer: IDelayedCall) -> None:
+        self.offset = offset
+        self.deferred = deferred
+        self.timer = timer
+
+
+class Broker:
+    """Request handling over the storage layer; see the module docstring."""
+
+    log = Logger()
+
+    def __init__(self, config: Config, io: IOPool, reactor: IReactorTime) -> None:
+        self.config = config
+        self.io = io
+        self.reactor = reactor
+        self.stats = BrokerStats()
+        self.logs: LogManager | None = None
+        self.offsets: OffsetsStore | None = None
+        self.accepting = False
+        self._lanes: dict[PartitionKey, Lane] = {}
+        self._offsets_lane: Lane | None = None
+        self._waiters: dict[PartitionKey, list[_Waiter]] = {}
+        self._dirty: set[PartitionKey] = set()
+        self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
+            p.Produce: self._produce,
+            p.Fetch: self._fetch,
+            p.Commit: self._commit,
+            p.OffsetFetch: self._offset_fetch,
+            p.Hello: self._hello,
+            p.ProduceBatch: self._produce_batch,
+            p.FetchBatch: self._fetch_batch,
+            p.Metadata: self._metadata,
+            p.CreateTopic: self._create_topic,
+            p.AlterTopic: self._alter_topic,
+            p.ListGroups: self._list_groups,
+            p.DescribeGroup: self._describe_group,
+        }
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def open_storage(self) -> None:
+        """Load every topic and the offsets log; runs before any listener serves."""
+        data_dir = Path(self.config.data_dir)
+        log_config = self.config.log_config()
+        self.logs = LogManager.open(data_dir, log_config)
+        self.offsets = OffsetsStore.open(data_dir, log_config, recover=self.logs.recovered)
+        self._offsets_lane = Lane(self.io, self._write_commits)
+        if self.logs.recovered:
+            self.log.warn("unclean shutdown detected: the log tails were checked and repaired")
+        for report in self.logs.recovery_reports:
+            self.log.warn("recovery: {report}", report=report)
+        self.log.info(
+            "storage ready in {data_dir}: {topics} topics, {groups} groups",
+            data_dir=str(data_dir.resolve()),
+            topics=len(self.logs.topics),
+            groups=len(self.offsets.groups()),
+        )
+        self.accepting = True
+
+    def drain(self) -> defer.Deferred[None]:
+        """Refuse new work, answer parked long-polls, wait for every lane to empty."""
+        self.accepting = False
+        for key in list(self._waiters):
+            for waiter in self._waiters.pop(key):
+                if waiter.timer.active():
+                    waiter.timer.cancel()
+                waiter.deferred.callback(None)
+        lanes = [*self._lanes.values()]
+        if self._offsets_lane is not None:
+            lanes.append(self._offsets_lane)
+        return defer.gatherResults([lane.when_idle() for lane in lanes]).addCallback(
+            lambda _: None
+        )
+
+    def close_storage(self) -> None:
+        """Flush, close and mark the shutdown clean (called on the pool after `drain`)."""
+        if self.offsets is not None:
+            self.offsets.close()
+        if self.logs is not None:
+            self.logs.close()
+
+    # -- request entry ---------------------------------------------------------
+
+    def handle(self, request: p.Request) -> defer.Deferred[p.Response]:
+        """The response for ``request``; the Deferred never errbacks."""
+        name = type(request).__name__
+        self.stats.requests[name] = self.stats.requests.get(name, 0) + 1
+        try:
+            if not self.accepting:
+                raise BrokerUnavailable("the broker is shutting down")
+            result = self._handlers[type(request)](request)
+        except Exception:
+            return defer.succeed(self._error(request, Failure()))
+        d = result if isinstance(result, defer.Deferred) else defer.succeed(result)
+        return d.addErrback(lambda f: self._error(request, f))
+
+    def _error(self, request: p.Request, failure: Failure) -> p.Response:
+        name = type(request).__name__
+        self.stats.errors[name] = self.stats.errors.get(name, 0) + 1
+        exc = failure.value
+        if isinstance(exc, CorruptBatch):
+            self.stats.corrupt_batches += 1
+            self.log.error("corrupt data refused to a client: {message}", message=str(exc))
+        if isinstance(exc, RustkaError):
+            return p.error_response(request, exc)
+        self.log.failure("unexpected error handling {request}", failure, request=name)
+        return p.error_response(request, RustkaError(f"internal error: {exc}"))
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _topic(self, name: str) -> Any:
+        assert self.logs is not None
+        validate_topic(name)
+        topic = self.logs.topics.get(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        return topic
+
+    def _partition(self, topic_name: str, partition: int) -> PartitionLog:
+        topic = self._topic(topic_name)
+        if not 0 <= partition < len(topic.partitions):
+            raise UnknownPartition(
+                f"unknown partition {partition} of topic {topic_name!r} "
+                f"(it has {len(topic.partitions)} partitions)"
+            )
+        return topic.partitions[partition]
+
+    def _topic_for_produce(self, name: str) -> defer.Deferred[Any]:
+        """The topic, auto-created (on the pool: it makes directories) when allowed."""
+        assert self.logs is not None
+        validate_topic(name)
+        topic = self.logs.topics.get(name)
+        if topic is not None:
+            return defer.succeed(topic)
+        if not self.config.auto_create_topics:
+            raise UnknownTopic(f"unknown topic {name!r} (auto-create is disabled)")
+        return self.io.run(self.logs.get_or_create, name, self.config.default_partitions)
+
+    def lane(self, topic: str, partition: int) -> Lane:
+        """The serial lane that owns writes to one partition."""
+        key = (topic, partition)
+        lane = self._lanes.get(key)
+        if lane is None:
+            plog = self._partition(topic, partition)
+            lane = Lane(self.io, lambda payloads: self._write_batches(plog, payloads))
+            self._lanes[key] = lane
+        return lane
+
+    def _write_batches(self, plog: PartitionLog, payloads: list[bytes]) -> list[tuple[int, int]]:
+        """Runs on the pool: one coalesced write (and fsync) for queued appends."""
+        results = plog.append_many(payloads)
+        if self.config.flush == "always":
+            self._timed_flush(plog.flush)
+        return results
+
+    def _timed_flush(self, flush: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        flush()
+        self.stats.fsyncs += 1
+        self.stats.fsync_seconds += time.perf_counter() - started
+
+    def _append(self, topic: str, partition: int, payload: bytes) -> defer.Deferred[Any]:
+        d = self.lane(topic, partition).append(payload)
+
+        def appended(offsets: tuple[int, int]) -> tuple[int, int]:
+            self.stats.bytes_in += len(payload)
+            self.stats.records_in += offsets[1] - offsets[0] + 1
+            if self.config.flush == "interval":
+                self._dirty.add((topic, partition))
+            self._wake((topic, partition))
+            return offsets
+
+        return d.addCallback(appended)
+
+    # -- seed operations ---------------------------------------------------------
+
+    def _produce(self, req: p.Produce) -> defer.Deferred[p.Response]:
+        payload = encode_batch([Record(key=req.key, value=req.value)], timestamp=now_ms())
+
+        def route(topic: Any) -> defer.Deferred[p.Response]:
+            partition = topic.partition_for_key(req.key)
+            d = self._append(req.topic, partition, payload)
+            return d.addCallback(lambda offs: p.Produced(partition, offs[0]))
+
+        return self._topic_for_produce(req.topic).addCallback(route)
+
+    def _fetch(self, req: p.Fetch) -> defer.Deferred[p.Response] | p.Response:
+        plog = self._partition(req.topic, req.partition)
+        if req.offset >= plog.end_offset:
+            return p.NotFound()
+        if req.offset < plog.log_start_offset:
+            raise OffsetOutOfRange(req.offset, plog.log_start_offset, plog.end_offset)
+
+        def found(record: Record | None) -> p.Response:
+            if record is None:
+                return p.NotFound()
+            value = record.value or b""
+            self.stats.bytes_out += len(value)
+            return p.FetchedRecord(req.offset, record.key or b"", value)
+
+        return self.io.run(plog.read_record, req.offset).addCallback(found)
+
+    def _commit(self, req: p.Commit) -> defer.Deferred[p.Response]:
+        validate_group(req.group)
+        self._partition(req.topic, req.partition)
+        assert self._offsets_lane is not None
+        d = self._offsets_lane.append((req.group, req.topic, req.partition, req.offset))
+
+        def committed(_: None) -> p.Response:
+            if self.config.flush == "interval":
+                self._dirty.add(_OFFSETS_KEY)
+            return p.CommitOk()
+
+        return d.addCallback(committed)
+
+    def _write_commits(self, commits: list[tuple[str, str, int, int]]) -> list[None]:
+        """Runs on the pool: all queued commits in one batch, one write, one fsync."""
+        assert self.offsets is not None
+        self.offsets.commit_many(commits)
+        if self.config.flush == "always":
+            self._timed_flush(self.offsets.flush)
+        return [None] * len(commits)
+
+    def _offset_fetch(self, req: p.OffsetFetch) -> p.Response:
+        assert self.offsets is not None
+        validate_group(req.group)
+        validate_topic(req.topic)
+        offset = self.offsets.committed(req.group, req.topic, req.partition)
+        return p.NotFound() if offset is None else p.Offset(offset)
+
+    # -- extensions --------------------------------------------------------------
+
+    def _hello(self, req: p.Hello) -> p.Response:
+        version = max(1, min(req.version, p.PROTOCOL_VERSION))
+        ops = p.SEED_OPS if version == 1 else (*p.SEED_OPS, *p.EXTENSION_OPS)
+        return p.Welcome(version, f"rustka {rustka.__version__}", tuple(ops))
+
+    def _produce_batch(self, req: p.ProduceBatch) -> defer.Deferred[p.Response]:
+        validate_batches(req.batches)
+
+        def write(topic: Any) -> defer.Deferred[p.Response]:
+            self._partition(req.topic, req.partition)
+            d = self._append(req.topic, req.partition, req.batches)
+            return d.addCallback(lambda offs: p.BatchProduced(req.partition, offs[0], offs[1]))
+
+        return self._topic_for_produce(req.topic).addCallback(write)
+
+    def _fetch_batch(self, req: p.FetchBatch) -> defer.Deferred[p.Response] | p.Response:
+        plog = self._partition(req.topic, req.partition)
+        if not plog.log_start_offset <= req.offset <= plog.end_offset:
+            raise OffsetOutOfRange(req.offset, plog.log_start_offset, plog.end_offset)
+        max_bytes = max(1, min(req.max_bytes, self.config.fetch_max_bytes))
+        wait_ms = min(req.max_wait_ms, self.config.fetch_max_wait_ms)
+        if req.offset == plog.end_offset:
+            if wait_ms <= 0:
+                return p.Batches(plog.log_start_offset, plog.end_offset, b"")
+            parked = self._park((req.topic, req.partition), req.offset, wait_ms / 1000)
+            return parked.addCallback(lambda _: self._read_batches(plog, req.offset, max_bytes))
+        return self._read_batches(plog, req.offset, max_bytes)
+
+    def _read_batches(
+        self, plog: PartitionLog, offset: int, max_bytes: int
+    ) -> defer.Deferred[p.Response] | p.Response:
+        if offset >= plog.end_offset:
+            return p.Batches(plog.log_start_offset, plog.end_offset, b"")
+
+        def read() -> p.Response:
+            data = plog.read(offset, max_bytes)
+            return p.Batches(plog.log_start_offset, plog.end_offset, data)
+
+        def count(resp: p.Batches) -> p.Batches:
+            self.stats.bytes_out += len(resp.batches)
+            return resp
+
+        return self.io.run(read).addCallback(count)
+
+    def _park(self, key: PartitionKey, offset: int, wait_s: float) -> defer.Deferred[None]:
+        d: defer.Deferred[None] = defer.Deferred()
+        waiters = self._waiters.setdefault(key, [])
+
+        def expire() -> None:
+            if waiter in waiters:
+                waiters.remove(waiter)
+            d.callback(None)
+
+        waiter = _Waiter(offset, d, self.reactor.callLater(wait_s, expire))
+        waiters.append(waiter)
+        return d
+
+    def _wake(self, key: PartitionKey) -> None:
+        """New data in ``key``: release every long-poll parked on it."""
+        waiters = self._waiters.pop(key, None)
+        if not waiters:
+            return
+        for waiter in waiters:
+            if waiter.timer.active():
+                waiter.timer.cancel()
+            waiter.deferred.callback(None)
+
+    def _metadata(self, req: p.Metadata) -> p.Response:
+        assert self.logs is not None
+        names = req.topics or tuple(sorted(self.logs.topics))
+        topics = []
+        for name in names:
+            topic = self._topic(name)
+            parts = tuple(
+                p.PartitionMetadata(plog.log_start_offset, plog.end_offset)
+                for plog in topic.partitions
+            )
+            topics.append(p.TopicMetadata(name, parts))
+        return p.MetadataResult(tuple(topics))
+
+    def _create_topic(self, req: p.CreateTopic) -> defer.Deferred[p.Response]:
+        assert self.logs is not None
+        validate_topic(req.topic)
+        d = self.io.run(self.logs.create_topic, req.topic, req.partitions)
+        return d.addCallback(lambda topic: p.TopicInfo(req.topic, len(topic.partitions)))
+
+    def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
+        topic = self._topic(req.topic)
+        d = self.io.run(topic.add_partitions, req.partitions)
+        return d.addCallback(lambda _: p.TopicInfo(req.topic, len(topic.partitions)))
+
+    def _list_groups(self, req: p.ListGroups) -> p.Response:
+        assert self.offsets is not None
+        return p.Groups(tuple(sorted(self.offsets.groups())))
+
+    def _describe_group(self, req: p.DescribeGroup) -> p.Response:
+        assert self.offsets is not None and self.logs is not None
+        validate_group(req.group)
+        committed = self.offsets.groups().get(req.group, {})
+        entries = []
+        for (topic_name, partition), offset in sorted(committed.items()):
+            topic = self.logs.topics.get(topic_name)
+            if topic is not None and partition < len(topic.partitions):
+                plog = topic.partitions[partition]
+                start, end = plog.log_start_offset, plog.end_offset
+            else:
+                start = end = 0
+            entries.append(p.GroupOffset(topic_name, partition, offset, start, end))
+        return p.GroupOffsets(req.group, tuple(entries))
+
+    # -- background work -----------------------------------------------------------
+
+    def flush_dirty(self) -> defer.Deferred[Any]:
+        """For ``flush = "interval"``: fsync every partition written since last time."""
+        dirty, self._dirty = self._dirty, set()
+        work = []
+        for key in dirty:
+            if key == _OFFSETS_KEY:
+                if self._offsets_lane is not None and self.offsets is not None:
+                    work.append(self._offsets_lane.submit(self._timed_flush, self.offsets.flush))
+            elif key in self._lanes:
+                plog = self._partition(*key)
+                work.append(self._lanes[key].submit(self._timed_flush, plog.flush))
+        return defer.gatherResults(work, consumeErrors=True)
+
+    def enforce_retention(self) -> defer.Deferred[Any]:
+        """Delete expired segments, each partition on its own lane so appends never race."""
+        assert self.logs is not None
+        now = now_ms()
+        work = []
+        for name, topic in list(self.logs.topics.items()):
+            for index, plog in enumerate(topic.partitions):
+                d = self.lane(name, index).submit(plog.enforce_retention, now)
+                d.addCallback(self._retained, name, index)
+                work.append(d)
+        return defer.gatherResults(work, consumeErrors=True)
+
+    def _retained(self, deleted: list[int], topic: str, partition: int) -> None:
+        if deleted:
+            self.stats.retention_deleted_segments += len(deleted)
+            self.log.info(
+                "retention deleted {count} segment(s) of {topic}/{partition}: base offsets {bases}",
+                count=len(deleted),
+                topic=topic,
+                partition=partition,
+                bases=deleted,
+            )
+
+
+class BrokerService(service.MultiService):
+    """Owns the I/O pool and the broker's storage; started before the listeners.
+
+    Stopping is ordered by hand because MultiService stops its children all at
+    once: drain the lanes, close the storage on the pool (writing the
+    clean-shutdown marker), and only then stop the pool.
+    """
+
+    log = Logger()
+
+    def __init__(self, config: Config, reactor: Any) -> None:
+        super().__init__()
+        self.io = IOPool(reactor, config.io_threads)
+        self.broker = Broker(config, self.io, reactor)
+        self._reactor: IReactorFromThreads = reactor
+        self._timers: list[task.LoopingCall] = []
+
+    def startService(self) -> None:
+        self.io.startService()
+        service.Service.startService(self)
+        self.broker.open_storage()
+        config = self.broker.config
+        self._every(config.retention_check_interval_ms, self.broker.enforce_retention)
+        if config.flush == "interval":
+            self._every(config.flush_interval_ms, self.broker.flush_dirty)
+
+    def _every(self, interval_ms: int, f: Callable[[], defer.Deferred[Any]]) -> None:
+        loop = task.LoopingCall(f)
+        loop.clock = self._reactor
+        loop.start(interval_ms / 1000, now=False).addErrback(
+            lambda failure: self.log.failure("background task stopped", failure)
+        )
+        self._timers.append(loop)
+
+    @defer.inlineCallbacks
+    def stopService(self) -> Any:
+        service.Service.stopService(self)
+        for loop in self._timers:
+            if loop.running:
+                loop.stop()
+        self._timers.clear()
+        yield self.broker.drain()
+        try:
+            yield self.io.run(self.broker.close_storage)
+        except Exception:
+            self.log.failure("closing the storage failed; the next start will run recovery")
+        self.io.stopService()
+        self.log.info("broker stopped")

@@ -1,0 +1,111 @@
+"""Errors that cross module boundaries.
+
+Each error carries a stable numeric ``code`` so the extension responses of the
+wire protocol can tell a client *what* went wrong without it parsing prose; the
+seed operations (1-4) only ever see the message, through tag 4 ``Error``.
+"""
+
+from __future__ import annotations
+
+
+class RustkaError(Exception):
+    """Base class: a failure the broker reports to the client instead of crashing."""
+
+    code: int = 1
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class InvalidRequest(RustkaError):
+    """A frame that cannot be parsed: unknown op, truncated field, trailing bytes."""
+
+    code = 2
+
+
+class InvalidName(RustkaError):
+    """A topic or group name that could escape the data dir or is reserved."""
+
+    code = 3
+
+
+class UnknownTopic(RustkaError):
+    code = 4
+
+
+class UnknownPartition(RustkaError):
+    code = 5
+
+
+class OffsetOutOfRange(RustkaError):
+    """The requested offset was deleted by retention (or lies beyond the end).
+
+    Carries the bounds so a consumer can reset without a second round trip.
+    """
+
+    code = 6
+
+    def __init__(self, offset: int, log_start: int, end: int) -> None:
+        self.offset = offset
+        self.log_start = log_start
+        self.end = end
+        super().__init__(
+            f"offset {offset} is out of range: the earliest available offset is "
+            f"{log_start} and the end offset is {end}"
+        )
+
+
+class CorruptBatch(RustkaError):
+    """Stored bytes failed their CRC-32C: never served, always logged."""
+
+    code = 7
+
+
+class InvalidBatch(RustkaError):
+    """A client-supplied record batch is malformed or fails its checksum."""
+
+    code = 8
+
+
+class TopicExists(RustkaError):
+    code = 9
+
+
+class InvalidPartitionCount(RustkaError):
+    code = 10
+
+
+class BrokerUnavailable(RustkaError):
+    """The broker is shutting down or its storage failed; retry elsewhere or later."""
+
+    code = 11
+
+
+class RecordTooLarge(RustkaError):
+    code = 12
+
+
+class StorageError(RustkaError):
+    """The disk refused a write (full, read-only, I/O error); nothing was acknowledged."""
+
+    code = 13
+
+
+ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
+    cls.code: cls
+    for cls in (
+        RustkaError,
+        InvalidRequest,
+        InvalidName,
+        UnknownTopic,
+        UnknownPartition,
+        CorruptBatch,
+        InvalidBatch,
+        TopicExists,
+        InvalidPartitionCount,
+        BrokerUnavailable,
+        RecordTooLarge,
+        StorageError,
+    )
+}

@@ -1,0 +1,209 @@
+"""The TCP face of the broker: framing, ordering, and per-connection limits.
+
+`BrokerProtocol` is an `Int32StringReceiver` (u32 big-endian length prefix,
+checked against `MAX_LENGTH` before a byte of payload is buffered). Its
+receive path is replaced with a linear one: the stock class rebuilds its
+buffer with ``bytes + bytes`` on every read, which is quadratic in the frame
+size for multi-MiB produce requests.
+
+The protocol has no correlation ids, so responses must leave in request order
+(PROTOCOL.md rule 1) even though the broker completes them out of order; each
+request gets a slot in a queue and the queue is flushed from its head.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Any
+
+from twisted.internet import interfaces
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.protocols.basic import Int32StringReceiver
+from twisted.protocols.policies import TimeoutMixin
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from rustka import protocol as p
+from rustka.broker import Broker
+from rustka.config import Config
+from rustka.errors import InvalidRequest
+
+_LENGTH = struct.Struct("!I")
+
+
+@implementer(interfaces.IPushProducer)
+class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
+    """One client connection; see the module docstring."""
+
+    log = Logger()
+    factory: BrokerFactory
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._slots: deque[list[Any]] = deque()
+        self._reading_paused_by: set[str] = set()
+        self._closed = False
+        self.requests = 0
+
+    # -- connection lifecycle ---------------------------------------------------
+
+    def connectionMade(self) -> None:
+        config = self.factory.config
+        self.MAX_LENGTH = config.max_frame_bytes
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            set_no_delay(True)
+        self.transport.registerProducer(self, True)
+        self.setTimeout(config.idle_timeout_ms / 1000)
+        self.factory.connection_opened(self)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self._closed = True
+        self.setTimeout(None)
+        self._slots.clear()
+        self.factory.connection_closed(self)
+
+    def timeoutConnection(self) -> None:
+        self.log.info("dropping idle connection from {peer}", peer=str(self.transport.getPeer()))
+        self.transport.abortConnection()
+
+    # -- receiving --------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """Linear deframing: append to one bytearray, trim consumed frames once per read."""
+        self.resetTimeout()
+        buf = self._buffer
+        buf += data
+        pos = 0
+        size = len(buf)
+        limit = self.MAX_LENGTH
+        while size - pos >= 4 and not self._closed and not self.transport.disconnecting:
+            (length,) = _LENGTH.unpack_from(buf, pos)
+            if length > limit:
+                self._buffer = bytearray()
+                self.lengthLimitExceeded(length)
+                return
+            end = pos + 4 + length
+            if end > size:
+                break
+            with memoryview(buf) as view:
+                frame = bytes(view[pos + 4 : end])
+            pos = end
+            self.stringReceived(frame)
+        if pos:
+            del buf[:pos]
+
+    def lengthLimitExceeded(self, length: int) -> None:
+        """Answer once, then close: the rest of the stream cannot be framed any more."""
+        self._respond_now(
+            p.Error(f"frame of {length} bytes exceeds the maximum of {self.MAX_LENGTH} bytes")
+        )
+        self.transport.loseConnection()
+
+    def stringReceived(self, payload: bytes) -> None:
+        self.requests += 1
+        try:
+            request = p.decode_request(payload)
+        except InvalidRequest as e:
+            self._respond_now(p.Error(f"bad request: {e}"))
+            return
+        slot: list[Any] = [None]
+        self._slots.append(slot)
+        if len(self._slots) >= self.factory.config.max_in_flight_per_connection:
+            self._pause_reading("in-flight")
+        self.factory.broker.handle(request).addCallback(self._completed, slot)
+
+    # -- sending, in order --------------------------------------------------------
+
+    def _respond_now(self, response: p.Response) -> None:
+        slot: list[Any] = [response]
+        self._slots.append(slot)
+        self._flush()
+
+    def _completed(self, response: p.Response, slot: list[Any]) -> None:
+        if self._closed:
+            return
+        slot[0] = response
+        self._flush()
+
+    def _flush(self) -> None:
+        slots = self._slots
+        write = self.transport.writeSequence
+        while slots and slots[0][0] is not None:
+            parts = p.response_parts(slots.popleft()[0])
+            write([_LENGTH.pack(sum(len(part) for part in parts)), *parts])
+        if "in-flight" in self._reading_paused_by and (
+            len(slots) < self.factory.config.max_in_flight_per_connection // 2
+        ):
+            self._resume_reading("in-flight")
+        if not slots:
+            self.resetTimeout()
+
+    # -- backpressure (IPushProducer, driven by the transport's write buffer) -----
+
+    def pauseProducing(self) -> None:
+        """The client is not reading its responses: stop reading its requests."""
+        self._pause_reading("output")
+
+    def resumeProducing(self) -> None:
+        self._resume_reading("output")
+
+    def stopProducing(self) -> None:
+        self._closed = True
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self._reading_paused_by and not self._closed:
+            self.transport.pauseProducing()
+        self._reading_paused_by.add(reason)
+
+    def _resume_reading(self, reason: str) -> None:
+        self._reading_paused_by.discard(reason)
+        if not self._reading_paused_by and not self._closed:
+            self.transport.resumeProducing()
+
+    @property
+    def pending(self) -> int:
+        """Requests received and not yet answered (for the admin views)."""
+        return len(self._slots)
+
+
+class BrokerFactory(Factory):
+    """Builds connections, enforces the connection limit and tracks who is connected."""
+
+    log = Logger()
+    protocol = BrokerProtocol
+
+    def __init__(self, broker: Broker, config: Config) -> None:
+        self.broker = broker
+        self.config = config
+        self.connections: set[BrokerProtocol] = set()
+        self.refused = 0
+        self._refusing = False
+
+    def buildProtocol(self, addr: Any) -> BrokerProtocol | None:  # type: ignore[override]
+        if len(self.connections) >= self.config.max_connections:
+            self.refused += 1
+            if not self._refusing:
+                self._refusing = True
+                self.log.warn(
+                    "refusing connections: the limit of {limit} connections is reached",
+                    limit=self.config.max_connections,
+                )
+            return None
+        if self._refusing:
+            self._refusing = False
+            self.log.info("accepting connections again ({refused} refused)", refused=self.refused)
+        return super().buildProtocol(addr)  # type: ignore[return-value]
+
+    def connection_opened(self, proto: BrokerProtocol) -> None:
+        self.connections.add(proto)
+
+    def connection_closed(self, proto: BrokerProtocol) -> None:
+        self.connections.discard(proto)
+
+    def close_all(self) -> None:
+        """Graceful shutdown: finish writing what is queued, then hang up everyone."""
+        for proto in list(self.connections):
+            proto.transport.loseConnection()

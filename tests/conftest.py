@@ -1,0 +1,77 @@
+"""Shared fixtures: a real broker on 127.0.0.1, port 0, in a temp data dir.
+
+The reactor is imported inside fixtures, never at module level, so the suite
+also runs under ``--reactor=asyncio``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+
+from rustka.config import Config
+
+
+class RunningBroker:
+    """A broker service tree started in-process, with its bound port."""
+
+    def __init__(self, top: Any, config: Config) -> None:
+        self.top = top
+        self.config = config
+        self.broker = top.broker
+        self.factory = top.factory
+        self.port: int = top.listeners[0].port.getHost().port
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        if self.top.running:
+            await self.top.stopService()
+
+    async def client(self) -> Any:
+        from twisted.internet import reactor
+
+        from rustka.client import connect
+
+        return await connect(reactor, self.address)
+
+
+async def start_broker(data_dir: Path, **settings: Any) -> RunningBroker:
+    """Start a broker on an ephemeral port; settings override the test defaults."""
+    from twisted.internet import reactor
+
+    from rustka.tap import build_service
+
+    config = Config().updated(
+        {"data_dir": str(data_dir), "listen": ["tcp:0:interface=127.0.0.1"], **settings}
+    )
+    top = build_service(config, reactor)
+    top.startService()
+    await top.listeners[0].listening
+    return RunningBroker(top, config)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest_twisted.async_yield_fixture
+async def broker(data_dir: Path) -> AsyncIterator[RunningBroker]:
+    running = await start_broker(data_dir)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+@pytest.fixture
+def broker_factory(data_dir: Path) -> Callable[..., Any]:
+    """For tests that need custom settings or restarts: ``await broker_factory(**settings)``."""
+    return lambda **settings: start_broker(data_dir, **settings)
