@@ -140,9 +140,7 @@ class Broker:
         lanes = [*self._lanes.values()]
         if self._offsets_lane is not None:
             lanes.append(self._offsets_lane)
-        return defer.gatherResults([lane.when_idle() for lane in lanes]).addCallback(
-            lambda _: None
-        )
+        return defer.gatherResults([lane.when_idle() for lane in lanes]).addCallback(lambda _: None)
 
     def close_storage(self) -> None:
         """Flush, close and mark the shutdown clean (called on the pool after `drain`)."""

@@ -8,6 +8,7 @@ stderr and a non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Coroutine
@@ -55,6 +56,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "flush": args.flush,
         "max-segment-bytes": args.max_segment_bytes,
         "retention-bytes": args.retention_bytes,
+        "metrics": args.metrics,
+        "manhole": args.manhole,
+        "manhole-authorized-keys": args.manhole_authorized_keys,
+        "manhole-host-key": args.manhole_host_key,
     }
     try:
         config = config_from_options(opts)
@@ -82,8 +87,6 @@ async def _connect(args: argparse.Namespace) -> Any:
 
     try:
         return await connect(reactor, args.broker, timeout=args.timeout)
-    except RustkaError:
-        raise
     except Exception as e:
         raise CommandError(f"cannot reach the broker at {args.broker}: {e}") from e
 
@@ -91,9 +94,7 @@ async def _connect(args: argparse.Namespace) -> Any:
 async def cmd_produce(args: argparse.Namespace, out: TextIO) -> int:
     client = await _connect(args)
     try:
-        partition, offset = await client.produce(
-            args.topic, args.key.encode(), args.value.encode()
-        )
+        partition, offset = await client.produce(args.topic, args.key.encode(), args.value.encode())
     finally:
         await client.close()
     if args.json:
@@ -118,7 +119,9 @@ async def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     if args.json:
         out.write(
-            json.dumps({"offset": record.offset, "key": _text(record.key), "value": _text(record.value)})
+            json.dumps(
+                {"offset": record.offset, "key": _text(record.key), "value": _text(record.value)}
+            )
             + "\n"
         )
     else:
@@ -139,8 +142,7 @@ async def cmd_consume(args: argparse.Namespace, out: TextIO) -> int:
             parts = meta[0].partitions
             if args.partition >= len(parts):
                 raise CommandError(
-                    f"topic {args.topic!r} has no partition {args.partition} "
-                    f"(it has {len(parts)})"
+                    f"topic {args.topic!r} has no partition {args.partition} (it has {len(parts)})"
                 )
             position = parts[args.partition].log_start
         else:
@@ -362,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", action="append", default=[], help="Twisted endpoint (repeatable)")
     s.add_argument("--port", type=int, help="shorthand for --listen tcp:PORT:interface=127.0.0.1")
     s.add_argument("--flush", choices=["always", "interval", "never"], help="durability policy")
+    s.add_argument("--metrics", help="serve Prometheus /metrics on this endpoint")
+    s.add_argument("--manhole", help="SSH admin shell endpoint (needs authorized keys)")
+    s.add_argument("--manhole-authorized-keys", help="OpenSSH authorized_keys file")
+    s.add_argument("--manhole-host-key", help="host key path (default DATA_DIR/manhole_host_key)")
 
     p = client_parser(
         "produce",
@@ -495,10 +501,8 @@ def _run_client(
             sys.stderr.write(f"rustka: {type(e).__name__}: {e}\n")
             status[0] = EXIT_ERROR
 
-    try:
+    with contextlib.suppress(SystemExit):
         task.react(lambda reactor: defer.ensureDeferred(run(reactor)))
-    except SystemExit:
-        pass
     return status[0]
 
 

@@ -54,7 +54,7 @@ def parse_size(key: str, value: Any) -> int:
         m = _NUMBER_UNIT.fullmatch(value)
         if m and m.group(2).lower() in _SIZE_UNITS:
             return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-    raise ConfigError(f"{key}: expected a size such as 1048576 or \"1MiB\", got {value!r}")
+    raise ConfigError(f'{key}: expected a size such as 1048576 or "1MiB", got {value!r}')
 
 
 def parse_duration_ms(key: str, value: Any) -> int:
@@ -67,7 +67,7 @@ def parse_duration_ms(key: str, value: Any) -> int:
         m = _NUMBER_UNIT.fullmatch(value)
         if m and m.group(2).lower() in _DURATION_UNITS:
             return int(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
-    raise ConfigError(f"{key}: expected a duration such as 1000 (ms) or \"7d\", got {value!r}")
+    raise ConfigError(f'{key}: expected a duration such as 1000 (ms) or "7d", got {value!r}')
 
 
 _SIZE_KEYS = {
@@ -173,7 +173,9 @@ class Config:
     def check(self) -> None:
         """Reject values no broker could run with, before anything binds or writes."""
         if self.flush not in FLUSH_POLICIES:
-            raise ConfigError(f"flush: expected one of {', '.join(FLUSH_POLICIES)}, got {self.flush!r}")
+            raise ConfigError(
+                f"flush: expected one of {', '.join(FLUSH_POLICIES)}, got {self.flush!r}"
+            )
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format: expected 'text' or 'json', got {self.log_format!r}")
         if not self.listen:
@@ -195,7 +197,9 @@ class Config:
             if value < 1:
                 raise ConfigError(f"{key}: must be at least 1, got {value}")
         if not 1024 <= self.max_frame_bytes <= 1024**3:
-            raise ConfigError(f"max_frame_bytes: must be between 1KiB and 1GiB, got {self.max_frame_bytes}")
+            raise ConfigError(
+                f"max_frame_bytes: must be between 1KiB and 1GiB, got {self.max_frame_bytes}"
+            )
         if self.default_partitions > 10_000:
             raise ConfigError("default_partitions: at most 10000")
         if self.segment_bytes > 2**32 - 1:

@@ -56,7 +56,7 @@ class IOPool(service.Service):
     @property
     def queue_depth(self) -> int:
         """Work items waiting for a thread (for metrics and the manhole)."""
-        return len(self.pool._queue)
+        return self.pool._queue.qsize()
 
     def run(self, f: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
         """Run ``f`` in the pool; fail at once (never hang) once the pool is stopped."""

@@ -18,7 +18,8 @@ from typing import Any
 from rustka.errors import BrokerUnavailable, InvalidName, TopicExists, UnknownTopic
 from rustka.names import OFFSETS_TOPIC, validate_topic
 from rustka.partition_log import LogConfig
-from rustka.topic import Topic, check_partition_count, fsync_dir, is_temp_name
+from rustka.segment import fsync_dir
+from rustka.topic import Topic, check_partition_count, is_temp_name
 
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 
@@ -60,9 +61,7 @@ class LogManager:
         self._closed = False
 
     @classmethod
-    def open(
-        cls, data_dir: Path, config: LogConfig, *, recover: bool | None = None
-    ) -> LogManager:
+    def open(cls, data_dir: Path, config: LogConfig, *, recover: bool | None = None) -> LogManager:
         """Load every topic of ``data_dir``, creating the directory if needed.
 
         ``recover=None`` decides from the marker: a data dir that holds logs but

@@ -25,7 +25,10 @@ def json_observer(stream: IO[str] | None = None) -> ILogObserver:
 
 
 def journal_observer() -> ILogObserver:
-    """Lines without timestamps: journald adds its own (``--logger rustka.logs.journal_observer``)."""
+    """Lines without timestamps, since journald adds its own.
+
+    Use as ``twistd --logger rustka.logs.journal_observer``.
+    """
     return FileLogObserver(
         sys.stdout, lambda event: eventAsText(event, includeTimestamp=False) + "\n"
     )
@@ -34,5 +37,3 @@ def journal_observer() -> ILogObserver:
 def json_stdout_observer() -> ILogObserver:
     """``--logger rustka.logs.json_stdout_observer`` for JSON logs under twistd."""
     return json_observer(sys.stdout)
-
-

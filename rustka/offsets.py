@@ -212,8 +212,7 @@ class OffsetsStore:
             _check_commit(group, topic, partition, offset)
         now_ms = int(time.time() * 1000)
         records = [
-            Record(key=encode_key(g, t, p), value=encode_value(o, now_ms))
-            for g, t, p, o in commits
+            Record(key=encode_key(g, t, p), value=encode_value(o, now_ms)) for g, t, p, o in commits
         ]
         self.log.append(encode_batch(records, timestamp=now_ms))
         self._records_in_log += len(records)
@@ -289,5 +288,5 @@ class OffsetsStore:
         self.log.flush()
 
     def close(self) -> None:
-        self.log.flush()
+        """Flush and release the log (PartitionLog.close flushes first)."""
         self.log.close()

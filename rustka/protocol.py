@@ -484,7 +484,8 @@ class _Reader:
     def finish(self) -> None:
         trailing = self.end - self.pos
         if trailing:
-            raise InvalidRequest(f"{self.what} has {trailing} trailing bytes")
+            noun = "byte" if trailing == 1 else "bytes"
+            raise InvalidRequest(f"{self.what} has {trailing} trailing {noun} after its last field")
 
 
 def _read_produce(r: _Reader) -> Produce:

@@ -9,6 +9,12 @@ size for multi-MiB produce requests.
 The protocol has no correlation ids, so responses must leave in request order
 (PROTOCOL.md rule 1) even though the broker completes them out of order; each
 request gets a slot in a queue and the queue is flushed from its head.
+
+Pipelining must not reorder *effects* either: a Fetch sent after a Produce on
+the same connection has to see that record, as it would in Kafka. Requests
+therefore run in "runs" of one kind: consecutive writes (or consecutive reads)
+are handed to the broker together, so a burst of produces still shares one
+group commit, but a read waits for the writes before it and vice versa.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ from rustka.errors import InvalidRequest
 
 _LENGTH = struct.Struct("!I")
 
+WRITES: frozenset[type] = frozenset(
+    {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic}
+)
+
 
 @implementer(interfaces.IPushProducer)
 class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
@@ -45,6 +55,9 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._slots: deque[list[Any]] = deque()
         self._reading_paused_by: set[str] = set()
         self._closed = False
+        self._run_is_write = False
+        self._run_pending = 0
+        self._held: deque[tuple[bool, p.Request, list[Any]]] = deque()
         self.requests = 0
 
     # -- connection lifecycle ---------------------------------------------------
@@ -63,6 +76,7 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._closed = True
         self.setTimeout(None)
         self._slots.clear()
+        self._held.clear()
         self.factory.connection_closed(self)
 
     def timeoutConnection(self) -> None:
@@ -113,7 +127,25 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._slots.append(slot)
         if len(self._slots) >= self.factory.config.max_in_flight_per_connection:
             self._pause_reading("in-flight")
+        is_write = type(request) in WRITES
+        if self._held or (self._run_pending and is_write != self._run_is_write):
+            self._held.append((is_write, request, slot))
+        else:
+            self._start(is_write, request, slot)
+
+    def _start(self, is_write: bool, request: p.Request, slot: list[Any]) -> None:
+        self._run_is_write = is_write
+        self._run_pending += 1
         self.factory.broker.handle(request).addCallback(self._completed, slot)
+
+    def _release_held(self) -> None:
+        """Start the held requests that may now run: the next run, once the last one ended."""
+        held = self._held
+        while held and not self._closed:
+            is_write = held[0][0]
+            if self._run_pending and is_write != self._run_is_write:
+                return
+            self._start(*held.popleft())
 
     # -- sending, in order --------------------------------------------------------
 
@@ -123,10 +155,13 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._flush()
 
     def _completed(self, response: p.Response, slot: list[Any]) -> None:
+        self._run_pending -= 1
         if self._closed:
             return
         slot[0] = response
         self._flush()
+        if self._held and not self._run_pending:
+            self._release_held()
 
     def _flush(self) -> None:
         slots = self._slots

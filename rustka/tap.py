@@ -11,6 +11,7 @@ itself drains its lanes before the pool stops.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from twisted.application import service
@@ -62,7 +63,9 @@ class ListenerService(service.Service):
             return port
 
         def failed(failure: Any) -> None:
-            self.log.failure("cannot listen on {description}", failure, description=self.description)
+            self.log.failure(
+                "cannot listen on {description}", failure, description=self.description
+            )
             self.listening.errback(failure)
             self._stop_reactor()
 
@@ -111,6 +114,30 @@ def build_service(config: Config, reactor: Any = None) -> service.MultiService:
         listener.setServiceParent(top)
         top.listeners.append(listener)  # type: ignore[attr-defined]
     _ShutdownConnections(factory).setServiceParent(top)
+    if config.metrics:
+        from rustka.metrics import metrics_service
+
+        metrics = metrics_service(config.metrics, top.broker, factory, broker_service.io, reactor)
+        metrics.setServiceParent(top)
+        top.metrics = metrics  # type: ignore[attr-defined]
+    if config.manhole:
+        from rustka.manhole import admin_namespace, manhole_service
+
+        assert config.manhole_authorized_keys is not None
+        host_key = config.manhole_host_key or str(Path(config.data_dir) / "manhole_host_key")
+        Path(host_key).parent.mkdir(parents=True, exist_ok=True)
+        manhole = manhole_service(
+            config.manhole,
+            Path(config.manhole_authorized_keys),
+            Path(host_key),
+            admin_namespace(top.broker, factory, broker_service.io),
+            reactor,
+        )
+        manhole.setServiceParent(top)
+        top.manhole = manhole  # type: ignore[attr-defined]
+    from rustka.notify import NotifyService
+
+    NotifyService(wait_for=[listener.listening for listener in top.listeners]).setServiceParent(top)
     return top
 
 
@@ -129,6 +156,10 @@ class Options(usage.Options):
         ["flush", None, None, "Durability: always | interval | never (default: always)"],
         ["max-segment-bytes", None, None, "Roll segments at this size (default 1GiB)"],
         ["retention-bytes", None, None, "Keep at most this much log per partition"],
+        ["metrics", None, None, "Serve Prometheus /metrics on this endpoint (default: off)"],
+        ["manhole", None, None, "SSH admin shell endpoint, e.g. tcp:9022:interface=127.0.0.1"],
+        ["manhole-authorized-keys", None, None, "OpenSSH authorized_keys for the manhole"],
+        ["manhole-host-key", None, None, "Manhole host key (default: DATA_DIR/manhole_host_key)"],
     ]
 
     def __init__(self) -> None:
@@ -163,6 +194,9 @@ def config_from_options(opts: Any) -> Config:
         overrides["segment_bytes"] = opts["max-segment-bytes"]
     if opts.get("retention-bytes") is not None:
         overrides["retention_bytes"] = opts["retention-bytes"]
+    for flag in ("metrics", "manhole", "manhole-authorized-keys", "manhole-host-key"):
+        if opts.get(flag):
+            overrides[flag.replace("-", "_")] = opts[flag]
     return config.updated(overrides) if overrides else config
 
 

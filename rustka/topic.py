@@ -21,6 +21,7 @@ from rustka import partitioner
 from rustka.errors import InvalidPartitionCount, StorageError, TopicExists, UnknownPartition
 from rustka.names import validate_topic
 from rustka.partition_log import LogConfig, PartitionLog
+from rustka.segment import fsync_dir
 
 MAX_PARTITIONS = 10_000
 
@@ -31,18 +32,6 @@ _PARTITION_DIR = re.compile(r"0|[1-9][0-9]*")
 _DIGITS = re.compile(r"[0-9]+")
 # Keeps temporary names under NAME_MAX even for a 249-character topic name.
 _TEMP_NAME_PREFIX_CHARS = 64
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory's entries (creations, renames, deletions) durable.
-
-    A rename is only crash-safe once the directory holding it is fsynced.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def temp_name(label: str) -> str:
@@ -136,7 +125,9 @@ class Topic:
         partitions: list[PartitionLog] = []
         try:
             for index in indexes:
-                partitions.append(PartitionLog.open(directory / str(index), config, recover=recover))
+                partitions.append(
+                    PartitionLog.open(directory / str(index), config, recover=recover)
+                )
         except BaseException:
             for log in partitions:
                 log.close()
@@ -150,7 +141,11 @@ class Topic:
     def partition(self, index: int) -> PartitionLog:
         """The log of partition ``index``; the error names the valid range."""
         partitions = self.partitions
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(partitions):
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not 0 <= index < len(partitions)
+        ):
             raise UnknownPartition(
                 f"topic {self.name!r} has no partition {index!r} "
                 f"(it has partitions 0-{len(partitions) - 1})"
@@ -222,7 +217,6 @@ class Topic:
         first_error: BaseException | None = None
         for log in self.partitions:
             try:
-                log.flush()
                 log.close()
             except BaseException as e:
                 if first_error is None:

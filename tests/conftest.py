@@ -35,9 +35,8 @@ class RunningBroker:
             await self.top.stopService()
 
     async def client(self) -> Any:
-        from twisted.internet import reactor
-
         from rustka.client import connect
+        from twisted.internet import reactor
 
         return await connect(reactor, self.address)
 

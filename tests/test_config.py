@@ -1,0 +1,112 @@
+"""Configuration: defaults, the TOML file, flags, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rustka.config import Config, ConfigError, parse_duration_ms, parse_size
+from rustka.tap import Options
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_embedded_defaults_match_the_documented_ones() -> None:
+    """The shipped etc/rustka.toml restates every default, so loading it changes nothing."""
+    assert Config.from_file(ROOT / "etc" / "rustka.toml") == Config()
+
+
+def test_every_setting_is_documented_in_etc() -> None:
+    """Each Config field appears in etc/rustka.toml (set or commented out)."""
+    text = (ROOT / "etc" / "rustka.toml").read_text()
+    for name in Config.__dataclass_fields__:
+        assert f"{name} =" in text, name
+
+
+def test_defaults_are_the_seed_ones() -> None:
+    """Loopback port 9092, data in ./data, three partitions, fsync before ack."""
+    config = Config()
+    assert config.listen == ["tcp:9092:interface=127.0.0.1"]
+    assert config.data_dir == "data"
+    assert config.default_partitions == 3
+    assert config.flush == "always"
+    assert config.max_frame_bytes == 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("4096", 4096), ("16MiB", 16 * 1024**2), ("1 GB", 10**9), ("2kib", 2048), (7, 7)],
+)
+def test_sizes_accept_units(text: str | int, expected: int) -> None:
+    """Sizes are plain integers or numbers with a unit."""
+    assert parse_size("k", text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("250ms", 250), ("30s", 30_000), ("7d", 604_800_000), (5, 5)]
+)
+def test_durations_accept_units(text: str | int, expected: int) -> None:
+    """Durations are milliseconds or numbers with a unit."""
+    assert parse_duration_ms("k", text) == expected
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    """A typo in the file is an error naming the key, not silently ignored."""
+    path = tmp_path / "r.toml"
+    path.write_text('flsuh = "always"\n')
+    with pytest.raises(ConfigError, match="flsuh"):
+        Config.from_file(path)
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        ({"flush": "sometimes"}, "flush"),
+        ({"default_partitions": 0}, "default_partitions"),
+        ({"max_frame_bytes": "2GiB"}, "max_frame_bytes"),
+        ({"segment_bytes": "8GiB"}, "segment_bytes"),
+        ({"io_threads": "two"}, "io_threads"),
+        ({"auto_create_topics": "yes"}, "auto_create_topics"),
+        ({"manhole": "tcp:9022"}, "manhole"),
+        ({"listen": []}, "listen"),
+    ],
+)
+def test_bad_values_name_their_key(settings: dict[str, object], key: str) -> None:
+    """Every rejected value produces a message starting with its setting's name."""
+    with pytest.raises(ConfigError, match=key):
+        Config().updated(settings)
+
+
+def test_retention_minus_one_means_unlimited() -> None:
+    """-1 switches retention off, as in Kafka."""
+    assert Config().updated({"retention_bytes": -1}).retention_bytes is None
+
+
+def test_flags_override_the_file(tmp_path: Path) -> None:
+    """Command-line flags win over the config file, which wins over the defaults."""
+    path = tmp_path / "r.toml"
+    path.write_text('data_dir = "/srv/a"\nflush = "never"\ndefault_partitions = 5\n')
+    opts = Options()
+    opts.parseOptions(["--config", str(path), "--data-dir", "/srv/b", "--port", "19092"])
+    config = opts.config
+    assert config.data_dir == "/srv/b"
+    assert config.flush == "never"
+    assert config.default_partitions == 5
+    assert config.listen == ["tcp:19092:interface=127.0.0.1"]
+
+
+def test_twistd_options_reject_bad_config(tmp_path: Path) -> None:
+    """`twistd rustka` fails on a bad setting before anything binds or writes."""
+    from twisted.python.usage import UsageError
+
+    opts = Options()
+    with pytest.raises(UsageError, match="flush"):
+        opts.parseOptions(["--flush", "sometimes"])
+
+
+def test_listen_is_repeatable() -> None:
+    """Several listeners can be given at once."""
+    opts = Options()
+    opts.parseOptions(["--listen", "tcp:1:interface=127.0.0.1", "--listen", "unix:/tmp/x"])
+    assert opts.config.listen == ["tcp:1:interface=127.0.0.1", "unix:/tmp/x"]

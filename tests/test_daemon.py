@@ -1,0 +1,227 @@
+"""The daemon as users run it: `twistd -n rustka`, driven by the `rustka` CLI.
+
+Real processes, real signals, a real data dir. The broker listens on port 0
+and the test reads the bound port from its log, so nothing waits on a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+LISTENING = re.compile(r"listening on .*port=(\d+)")
+
+
+class Daemon:
+    """A `twistd rustka` subprocess whose output is read by a thread."""
+
+    def __init__(self, data_dir: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                str(BIN / "twistd"),
+                "--nodaemon",
+                "--pidfile=",
+                "rustka",
+                "--data-dir",
+                str(data_dir),
+                "--listen",
+                "tcp:0:interface=127.0.0.1",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.port = int(self.wait_for(LISTENING).group(1))
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float = 30) -> re.Match[str]:
+        while True:
+            line = self.lines.get(timeout=timeout)
+            self.output.append(line)
+            if line == "":
+                raise AssertionError("broker exited:\n" + "".join(self.output))
+            match = pattern.search(line)
+            if match:
+                return match
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=30)
+        self.drain()
+        return status
+
+    def drain(self) -> None:
+        """Collect the remaining output and close the pipe once the pump has seen EOF."""
+        while True:
+            line = self.lines.get(timeout=30)
+            if line == "":
+                break
+            self.output.append(line)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def run_daemon(tmp_path: Path) -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for d in started:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+        if d.proc.stdout is not None and not d.proc.stdout.closed:
+            d.drain()
+
+
+def cli(port: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(BIN / "rustka"), *args[:1], "--broker", f"127.0.0.1:{port}", *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_twistd_lists_the_plugin() -> None:
+    """`twistd --help` shows rustka after installation."""
+    out = subprocess.run([str(BIN / "twistd"), "--help"], capture_output=True, text=True).stdout
+    assert re.search(r"^\s+rustka\s+Kafka-style", out, re.M)
+
+
+def test_seed_cli_story_under_twistd(tmp_path: Path, run_daemon: list[Daemon]) -> None:
+    """produce / fetch / consume behave as the seed says, and survive a restart."""
+    data = tmp_path / "data"
+    daemon = Daemon(data)
+    run_daemon.append(daemon)
+    port = daemon.port
+
+    out = cli(port, "produce", "orders", "user-1", "placed order").stdout
+    m = re.fullmatch(r"produced to orders partition (\d) at offset 0\n", out)
+    assert m, out
+    part = m.group(1)
+    cli(port, "produce", "orders", "user-1", "paid")
+
+    assert cli(port, "fetch", "orders", part, "0").stdout == "0\tuser-1\tplaced order\n"
+    missing = cli(port, "fetch", "orders", part, "9").stdout
+    assert "no record" in missing
+
+    first = cli(port, "consume", "analytics", "orders", part).stdout
+    assert first == "0\tuser-1\tplaced order\n1\tuser-1\tpaid\n"
+    assert cli(port, "consume", "analytics", "orders", part).stdout == ""
+    cli(port, "produce", "orders", "user-1", "shipped")
+    assert cli(port, "consume", "analytics", "orders", part).stdout == "2\tuser-1\tshipped\n"
+    other = cli(port, "consume", "audit", "orders", part).stdout
+    assert other.count("\n") == 3
+
+    status = daemon.stop()
+    assert status in (0, -signal.SIGTERM), daemon.output
+    assert (data / ".clean-shutdown").exists()
+
+    again = Daemon(data)
+    run_daemon.append(again)
+    port = again.port
+    assert cli(port, "fetch", "orders", part, "2").stdout == "2\tuser-1\tshipped\n"
+    assert cli(port, "consume", "analytics", "orders", part).stdout == ""
+    cli(port, "produce", "orders", "user-1", "delivered")
+    assert cli(port, "consume", "analytics", "orders", part).stdout == "3\tuser-1\tdelivered\n"
+    again.stop()
+    assert not any("recover" in line.lower() for line in again.output), again.output
+
+
+def test_cli_reports_unreachable_broker_in_one_line(tmp_path: Path) -> None:
+    """A client command against a closed port exits 1 with a one-line message."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = cli(port, "produce", "orders", "k", "v", check=False)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "cannot reach the broker" in result.stderr
+
+
+def test_cli_reports_broker_errors(tmp_path: Path, run_daemon: list[Daemon]) -> None:
+    """An Error answer becomes exit status 1 and the broker's message."""
+    daemon = Daemon(tmp_path / "data")
+    run_daemon.append(daemon)
+    result = cli(daemon.port, "fetch", "nosuchtopic", "0", "0", check=False)
+    assert result.returncode == 1
+    assert "unknown topic" in result.stderr and result.stderr.count("\n") == 1
+    daemon.stop()
+
+
+def test_cli_help_teaches_by_example() -> None:
+    """Each client command's --help carries runnable examples."""
+    for command, example in [
+        ("produce", 'rustka produce orders user-1 "placed order"'),
+        ("fetch", "rustka fetch orders 2 0"),
+        ("consume", "rustka consume analytics orders 2"),
+        ("serve", "rustka serve 1000000 50000000"),
+    ]:
+        out = subprocess.run(
+            [str(BIN / "rustka"), command, "--help"], capture_output=True, text=True
+        ).stdout
+        assert example in out, command
+        if command != "serve":
+            assert "--broker" in out
+
+
+def test_rustka_serve_positional_sizes(tmp_path: Path) -> None:
+    """`rustka serve MAX_SEGMENT_BYTES RETENTION_BYTES` starts with those limits."""
+    proc = subprocess.Popen(
+        [
+            str(BIN / "rustka"),
+            "serve",
+            "1000",
+            "5000",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--listen",
+            "tcp:0:interface=127.0.0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        port = None
+        for line in proc.stdout:
+            m = LISTENING.search(line)
+            if m:
+                port = int(m.group(1))
+                break
+        assert port is not None
+        for i in range(30):
+            cli(port, "produce", "sized", "k", f"value-{i:03d}-" + "x" * 100)
+        out = cli(port, "topics", "describe", "sized", "--json").stdout
+        assert '"log_start": 0' in out
+        segments = list((tmp_path / "d" / "sized").glob("*/*.log"))
+        assert len(segments) > 3
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
