@@ -449,6 +449,32 @@ class Broker:
             )
 
 
+def raise_open_files_limit(max_connections: int) -> int:
+    """Lift the soft open-files limit to the hard one; every connection costs an fd.
+
+    Returns the new soft limit, and says so in the log when even the hard limit
+    cannot hold ``max_connections`` plus headroom for segment files.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft < max_connections + 256:
+        Broker.log.warn(
+            "the open-files limit is {soft}, below max_connections ({max}) plus headroom; "
+            "raise LimitNOFILE or lower max_connections",
+            soft=soft,
+            max=max_connections,
+        )
+    return soft
+
+
 class BrokerService(service.MultiService):
     """Owns the I/O pool and the broker's storage; started before the listeners.
 
@@ -467,6 +493,7 @@ class BrokerService(service.MultiService):
         self._timers: list[task.LoopingCall] = []
 
     def startService(self) -> None:
+        raise_open_files_limit(self.broker.config.max_connections)
         self.io.startService()
         service.Service.startService(self)
         self.broker.open_storage()

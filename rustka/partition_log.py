@@ -59,6 +59,8 @@ def ms_now() -> int:
 
 @dataclass
 class LogConfig:
+    """Per-partition storage settings; None disables a time or size limit."""
+
     segment_bytes: int = 1 << 30
     segment_ms: int | None = 7 * 24 * 3600 * 1000
     retention_bytes: int | None = None

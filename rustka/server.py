@@ -58,6 +58,8 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._run_is_write = False
         self._run_pending = 0
         self._held: deque[tuple[bool, p.Request, list[Any]]] = deque()
+        self._stall_timer: Any = None
+        self._unread_bytes = 0
         self.requests = 0
 
     # -- connection lifecycle ---------------------------------------------------
@@ -75,11 +77,20 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._closed = True
         self.setTimeout(None)
+        self._cancel_stall_timer()
         self._slots.clear()
         self._held.clear()
         self.factory.connection_closed(self)
 
     def timeoutConnection(self) -> None:
+        """Drop a connection that neither sends nor waits for anything.
+
+        A half-sent frame counts as idle (its sender stalled); a request still
+        being served does not (the client is waiting on us, e.g. a long-poll).
+        """
+        if self._slots:
+            self.resetTimeout()
+            return
         self.log.info("dropping idle connection from {peer}", peer=str(self.transport.getPeer()))
         self.transport.abortConnection()
 
@@ -168,7 +179,13 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         write = self.transport.writeSequence
         while slots and slots[0][0] is not None:
             parts = p.response_parts(slots.popleft()[0])
-            write([_LENGTH.pack(sum(len(part) for part in parts)), *parts])
+            size = sum(len(part) for part in parts)
+            write([_LENGTH.pack(size), *parts])
+            if "output" in self._reading_paused_by:
+                self._unread_bytes += size + 4
+                if self._unread_bytes > self.factory.config.max_output_bytes_per_connection:
+                    self._drop_stalled_reader()
+                    return
         if "in-flight" in self._reading_paused_by and (
             len(slots) < self.factory.config.max_in_flight_per_connection // 2
         ):
@@ -179,11 +196,38 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
     # -- backpressure (IPushProducer, driven by the transport's write buffer) -----
 
     def pauseProducing(self) -> None:
-        """The client is not reading its responses: stop reading its requests."""
+        """The client is not reading its responses: stop reading its requests.
+
+        If it still has not drained its responses after the idle timeout, it is
+        dropped, so a stalled reader cannot pin its buffered output forever.
+        """
         self._pause_reading("output")
+        self._unread_bytes = 0
+        if self._stall_timer is None or not self._stall_timer.active():
+            self._stall_timer = self.factory.reactor.callLater(
+                self.factory.config.idle_timeout_ms / 1000, self._drop_stalled_reader
+            )
 
     def resumeProducing(self) -> None:
+        self._cancel_stall_timer()
         self._resume_reading("output")
+
+    def _cancel_stall_timer(self) -> None:
+        if self._stall_timer is not None and self._stall_timer.active():
+            self._stall_timer.cancel()
+        self._stall_timer = None
+
+    def _drop_stalled_reader(self) -> None:
+        self._stall_timer = None
+        if self._closed:
+            return
+        self._closed = True
+        self.factory.slow_readers_dropped += 1
+        self.log.info(
+            "dropping {peer}: it stopped reading its responses",
+            peer=str(self.transport.getPeer()),
+        )
+        self.transport.abortConnection()
 
     def stopProducing(self) -> None:
         self._closed = True
@@ -210,11 +254,17 @@ class BrokerFactory(Factory):
     log = Logger()
     protocol = BrokerProtocol
 
-    def __init__(self, broker: Broker, config: Config) -> None:
+    def __init__(self, broker: Broker, config: Config, reactor: Any = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
         self.broker = broker
         self.config = config
+        self.reactor = reactor
         self.connections: set[BrokerProtocol] = set()
         self.refused = 0
+        self.slow_readers_dropped = 0
         self._refusing = False
 
     def buildProtocol(self, addr: Any) -> BrokerProtocol | None:  # type: ignore[override]

@@ -105,7 +105,7 @@ def build_service(config: Config, reactor: Any = None) -> service.MultiService:
     top = service.MultiService()
     broker_service = BrokerService(config, reactor)
     broker_service.setServiceParent(top)
-    factory = BrokerFactory(broker_service.broker, config)
+    factory = BrokerFactory(broker_service.broker, config, reactor)
     top.broker = broker_service.broker  # type: ignore[attr-defined]
     top.factory = factory  # type: ignore[attr-defined]
     top.listeners = []  # type: ignore[attr-defined]

@@ -210,8 +210,11 @@ def test_leftover_files_are_removed_on_open(tmp_path: Path) -> None:
 
 
 def test_recovery_scans_only_segments_after_the_recovery_point(tmp_path: Path) -> None:
-    """recover=True CRC-scans from the recovery point: a rotten old batch is not scanned
-    (reads still catch it), while a torn tail in the active segment is cut and reported."""
+    """recover=True CRC-scans only segments at or after the recovery point.
+
+    A rotten batch in an old segment is not scanned (reads still catch it),
+    while a torn tail in the active segment is cut and reported.
+    """
     log = PartitionLog.open(tmp_path, config())
     fill(log, 40)
     old = log.segments[0]
@@ -242,8 +245,11 @@ def test_recovery_scans_only_segments_after_the_recovery_point(tmp_path: Path) -
 
 
 def test_recovery_truncation_inside_an_old_segment_drops_the_rest(tmp_path: Path) -> None:
-    """Without a recovery point every segment is scanned; corruption in segment 2 of many
-    ends the log there and the later segments are removed, leaving no offset gap."""
+    """Corruption found by recovery in an old segment ends the log there, later ones removed.
+
+    Without a recovery point every segment is scanned; dropping the segments
+    after the cut leaves no gap in the offsets.
+    """
     log = PartitionLog.open(tmp_path, config())
     fill(log, 40)
     segments = log.segments
@@ -327,8 +333,10 @@ def test_retention_never_deletes_the_active_segment(tmp_path: Path) -> None:
 
 
 def test_time_retention_with_injected_now(tmp_path: Path) -> None:
-    """Segments whose newest record is older than retention_ms go; an old active one is
-    rolled first and expires on a later pass."""
+    """Segments whose newest record is older than retention_ms are deleted, oldest first.
+
+    An old, non-empty active segment is rolled first and expires on a later pass.
+    """
     log = PartitionLog.open(tmp_path, config(retention_ms=10_000))
     fill(log, 20, ts=TS)
     fill(log, 20, start=20, ts=TS + 50_000)

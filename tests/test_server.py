@@ -337,7 +337,7 @@ async def test_restart_keeps_records_and_commits(broker_factory: Any, data_dir: 
 
 @pytest_twisted.ensureDeferred
 async def test_fetch_below_log_start_names_the_earliest_offset(broker_factory: Any) -> None:
-    """After retention, a Fetch of a deleted offset says it is out of range and where data starts."""
+    """A Fetch of an offset deleted by retention is out of range and names the earliest one."""
     running = await broker_factory(segment_bytes=200, retention_bytes=400)
     try:
         c = await connect_raw(running)

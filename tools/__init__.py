@@ -1,0 +1,1 @@
+"""Long-running verification scripts and the helpers their fast test versions share."""
