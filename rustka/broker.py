@@ -40,7 +40,8 @@ from rustka.log_manager import LogManager
 from rustka.names import validate_group, validate_topic
 from rustka.offsets import OffsetsStore
 from rustka.partition_log import PartitionLog
-from rustka.record_batch import Record, encode_batch, validate_batches
+from rustka.record_batch import BatchHeader, Record, encode_batch, parse_header, validate_batches
+from rustka.segment import SYNC_STATS
 
 PartitionKey = tuple[str, int]
 _OFFSETS_KEY: PartitionKey = ("__offsets", 0)
@@ -60,9 +61,16 @@ class BrokerStats:
     bytes_in: int = 0
     bytes_out: int = 0
     corrupt_batches: int = 0
-    fsyncs: int = 0
-    fsync_seconds: float = 0.0
     retention_deleted_segments: int = 0
+
+    @property
+    def fsyncs(self) -> int:
+        """fsync calls in this process (counted where they happen, in the segment)."""
+        return SYNC_STATS.count
+
+    @property
+    def fsync_seconds(self) -> float:
+        return SYNC_STATS.seconds
 
 
 class _Waiter:
@@ -216,21 +224,20 @@ class Broker:
             self._lanes[key] = lane
         return lane
 
-    def _write_batches(self, plog: PartitionLog, payloads: list[bytes]) -> list[tuple[int, int]]:
+    def _write_batches(
+        self, plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]]]]
+    ) -> list[tuple[int, int]]:
         """Runs on the pool: one coalesced write (and fsync) for queued appends."""
-        results = plog.append_many(payloads)
-        if self.config.flush == "always":
-            self._timed_flush(plog.flush)
-        return results
+        return plog.append_many([item[0] for item in items], [item[1] for item in items])
 
-    def _timed_flush(self, flush: Callable[[], None]) -> None:
-        started = time.perf_counter()
-        flush()
-        self.stats.fsyncs += 1
-        self.stats.fsync_seconds += time.perf_counter() - started
-
-    def _append(self, topic: str, partition: int, payload: bytes) -> defer.Deferred[Any]:
-        d = self.lane(topic, partition).append(payload)
+    def _append(
+        self,
+        topic: str,
+        partition: int,
+        payload: bytes,
+        batches: list[tuple[int, BatchHeader]],
+    ) -> defer.Deferred[Any]:
+        d = self.lane(topic, partition).append((payload, batches))
 
         def appended(offsets: tuple[int, int]) -> tuple[int, int]:
             self.stats.bytes_in += len(payload)
@@ -246,10 +253,11 @@ class Broker:
 
     def _produce(self, req: p.Produce) -> defer.Deferred[p.Response]:
         payload = encode_batch([Record(key=req.key, value=req.value)], timestamp=now_ms())
+        batches = [(0, parse_header(payload))]
 
         def route(topic: Any) -> defer.Deferred[p.Response]:
             partition = topic.partition_for_key(req.key)
-            d = self._append(req.topic, partition, payload)
+            d = self._append(req.topic, partition, payload, batches)
             return d.addCallback(lambda offs: p.Produced(partition, offs[0]))
 
         return self._topic_for_produce(req.topic).addCallback(route)
@@ -288,7 +296,7 @@ class Broker:
         assert self.offsets is not None
         self.offsets.commit_many(commits)
         if self.config.flush == "always":
-            self._timed_flush(self.offsets.flush)
+            self.offsets.flush()
         return [None] * len(commits)
 
     def _offset_fetch(self, req: p.OffsetFetch) -> p.Response:
@@ -306,11 +314,11 @@ class Broker:
         return p.Welcome(version, f"rustka {rustka.__version__}", tuple(ops))
 
     def _produce_batch(self, req: p.ProduceBatch) -> defer.Deferred[p.Response]:
-        validate_batches(req.batches)
+        batches = validate_batches(req.batches)
 
         def write(topic: Any) -> defer.Deferred[p.Response]:
             self._partition(req.topic, req.partition)
-            d = self._append(req.topic, req.partition, req.batches)
+            d = self._append(req.topic, req.partition, req.batches, batches)
             return d.addCallback(lambda offs: p.BatchProduced(req.partition, offs[0], offs[1]))
 
         return self._topic_for_produce(req.topic).addCallback(write)
@@ -419,10 +427,10 @@ class Broker:
         for key in dirty:
             if key == _OFFSETS_KEY:
                 if self._offsets_lane is not None and self.offsets is not None:
-                    work.append(self._offsets_lane.submit(self._timed_flush, self.offsets.flush))
+                    work.append(self._offsets_lane.submit(self.offsets.flush))
             elif key in self._lanes:
                 plog = self._partition(*key)
-                work.append(self._lanes[key].submit(self._timed_flush, plog.flush))
+                work.append(self._lanes[key].submit(plog.flush))
         return defer.gatherResults(work, consumeErrors=True)
 
     def enforce_retention(self) -> defer.Deferred[Any]:

@@ -224,7 +224,9 @@ class PartitionLog:
         return self.append_many([data])[0]
 
     def append_many(
-        self, payloads: Sequence[bytes | bytearray | memoryview]
+        self,
+        payloads: Sequence[bytes | bytearray | memoryview],
+        validated: Sequence[list[tuple[int, BatchHeader]]] | None = None,
     ) -> list[tuple[int, int]]:
         """Group commit: assign offsets to several payloads and write them together.
 
@@ -232,18 +234,25 @@ class PartitionLog:
         not cover them), and one ``os.write`` per segment touched. All or
         nothing: a bad payload raises InvalidBatch before anything is written,
         and a failed write is rolled back before StorageError is raised.
+
+        ``validated`` carries `validate_batches` results the caller already
+        computed (the broker validates each request on arrival so that one bad
+        request fails alone); the CRCs are then not computed a second time.
         """
         self._check_writable()
         if not payloads:
             return []
         parsed: list[list[tuple[int, BatchHeader]]] = []
-        for i, payload in enumerate(payloads):
-            try:
-                parsed.append(validate_batches(payload))
-            except InvalidBatch as e:
-                if len(payloads) == 1:
-                    raise
-                raise InvalidBatch(f"payload {i}: {e}") from None
+        if validated is not None:
+            parsed = list(validated)
+        else:
+            for i, payload in enumerate(payloads):
+                try:
+                    parsed.append(validate_batches(payload))
+                except InvalidBatch as e:
+                    if len(payloads) == 1:
+                        raise
+                    raise InvalidBatch(f"payload {i}: {e}") from None
         buf = bytearray().join(payloads)
         config = self.config
         now = self._clock() if config.segment_ms is not None else 0

@@ -25,10 +25,12 @@ import contextlib
 import os
 import struct
 import sys
+import threading
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
@@ -137,6 +139,32 @@ def _decode_index(data: bytes) -> tuple[array[int], array[int]]:
 
 def _strictly_increasing(values: array[int]) -> bool:
     return all(a < b for a, b in pairwise(values))
+
+
+@dataclass
+class SyncStats:
+    """Process-wide fsync counters for the metrics endpoint.
+
+    Kept here, where the fsync happens, because with ``flush = "always"`` the
+    partition log syncs inside its append (data must be durable before it is
+    visible), so no caller above could time the fsync alone.
+    """
+
+    count: int = 0
+    seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+SYNC_STATS = SyncStats()
+
+
+def _timed_fsync(fd: int) -> None:
+    started = time.perf_counter()
+    os.fsync(fd)
+    elapsed = time.perf_counter() - started
+    with SYNC_STATS.lock:
+        SYNC_STATS.count += 1
+        SYNC_STATS.seconds += elapsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,10 +343,10 @@ class Segment:
         """fsync the log (and the index if it changed) so acknowledged data survives power loss."""
         try:
             if self._log_dirty:
-                os.fsync(self._log_fd)
+                _timed_fsync(self._log_fd)
                 self._log_dirty = False
             if self._index_dirty:
-                os.fsync(self._index_fd)
+                _timed_fsync(self._index_fd)
                 self._index_dirty = False
         except OSError as e:
             raise StorageError(f"fsync of segment {self.log_path} failed: {e.strerror}") from e
