@@ -13,6 +13,7 @@ prescribes (tag 4 for seed ops, tag 14/15 for extensions).
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +52,53 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+@dataclass
+class LatencyHistogram:
+    """Seconds from a request's decode to its response, in Prometheus-style buckets.
+
+    Non-cumulative counts per bucket (the last one is +Inf); the exporter adds
+    them up. A bisect per request keeps the cost to well under a microsecond.
+    """
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.count += 1
+
+
 @dataclass
 class BrokerStats:
     """Counters the metrics endpoint and the manhole read; cheap to bump."""
 
     requests: dict[str, int] = field(default_factory=dict)
+    completed: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    latency: dict[str, LatencyHistogram] = field(default_factory=dict)
     records_in: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
@@ -162,15 +204,28 @@ class Broker:
     def handle(self, request: p.Request) -> defer.Deferred[p.Response]:
         """The response for ``request``; the Deferred never errbacks."""
         name = type(request).__name__
-        self.stats.requests[name] = self.stats.requests.get(name, 0) + 1
+        stats = self.stats
+        stats.requests[name] = stats.requests.get(name, 0) + 1
+        started = time.perf_counter()
         try:
             if not self.accepting:
                 raise BrokerUnavailable("the broker is shutting down")
             result = self._handlers[type(request)](request)
         except Exception:
-            return defer.succeed(self._error(request, Failure()))
+            result = self._error(request, Failure())
         d = result if isinstance(result, defer.Deferred) else defer.succeed(result)
-        return d.addErrback(lambda f: self._error(request, f))
+        return d.addErrback(lambda f: self._error(request, f)).addCallback(
+            self._done, name, started
+        )
+
+    def _done(self, response: p.Response, name: str, started: float) -> p.Response:
+        stats = self.stats
+        stats.completed[name] = stats.completed.get(name, 0) + 1
+        histogram = stats.latency.get(name)
+        if histogram is None:
+            histogram = stats.latency[name] = LatencyHistogram()
+        histogram.observe(time.perf_counter() - started)
+        return response
 
     def _error(self, request: p.Request, failure: Failure) -> p.Response:
         name = type(request).__name__
@@ -434,7 +489,12 @@ class Broker:
         return defer.gatherResults(work, consumeErrors=True)
 
     def enforce_retention(self) -> defer.Deferred[Any]:
-        """Delete expired segments, each partition on its own lane so appends never race."""
+        """Delete expired segments, each partition on its own lane so appends never race.
+
+        The offsets log is exempt from retention (an idle group must keep its
+        position); it is compacted instead, on its own lane, once superseded
+        commits dominate it.
+        """
         assert self.logs is not None
         now = now_ms()
         work = []
@@ -443,6 +503,9 @@ class Broker:
                 d = self.lane(name, index).submit(plog.enforce_retention, now)
                 d.addCallback(self._retained, name, index)
                 work.append(d)
+        offsets, lane = self.offsets, self._offsets_lane
+        if offsets is not None and lane is not None and offsets.needs_compaction():
+            work.append(lane.submit(offsets.compact))
         return defer.gatherResults(work, consumeErrors=True)
 
     def _retained(self, deleted: list[int], topic: str, partition: int) -> None:

@@ -15,18 +15,25 @@ Rendering is a walk over in-memory numbers, cheap next to a request.
 
 from __future__ import annotations
 
+import itertools
 import re
 import typing
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import ProcessCollector, exposition
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 from twisted.application import service
 from twisted.web import pages, resource, server
 
 from rustka import protocol as p
+from rustka.broker import LATENCY_BUCKETS
 from rustka.manhole import group_offsets
 
 
@@ -60,7 +67,7 @@ class BrokerCollector(Collector):
         stats = self.broker.stats
         requests = CounterMetricFamily(
             "rustka_requests",
-            "Requests handled, by operation and outcome (in-flight ones count as ok).",
+            "Requests answered, by operation and outcome.",
             labels=("op", "outcome"),
         )
         errors = CounterMetricFamily(
@@ -69,15 +76,34 @@ class BrokerCollector(Collector):
             labels=("op",),
         )
         # every known op from the start, so rate() has a zero to start from
+        latency = HistogramMetricFamily(
+            "rustka_request_duration_seconds",
+            "Time from a request's arrival to its response, by operation.",
+            labels=("op",),
+        )
+        in_flight = GaugeMetricFamily(
+            "rustka_requests_in_flight", "Requests received and not yet answered.", labels=("op",)
+        )
         names = {**_OPS, **{n: _op_label(n) for n in stats.requests if n not in _OPS}}
         for name, op in sorted(names.items(), key=lambda item: item[1]):
-            total = stats.requests.get(name, 0)
+            completed = stats.completed.get(name, 0)
             failed = stats.errors.get(name, 0)
-            requests.add_metric((op, "ok"), max(0, total - failed))
+            requests.add_metric((op, "ok"), max(0, completed - failed))
             requests.add_metric((op, "error"), failed)
             errors.add_metric((op,), failed)
+            in_flight.add_metric((op,), max(0, stats.requests.get(name, 0) - completed))
+            histogram = stats.latency.get(name)
+            counts = histogram.counts if histogram is not None else [0] * (len(LATENCY_BUCKETS) + 1)
+            cumulative = list(itertools.accumulate(counts))
+            buckets = [
+                (repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)
+            ]
+            buckets.append(("+Inf", cumulative[-1]))
+            latency.add_metric((op,), buckets, histogram.total if histogram is not None else 0.0)
         yield requests
         yield errors
+        yield in_flight
+        yield latency
 
     def _traffic(self) -> Iterator[Metric]:
         stats = self.broker.stats

@@ -152,6 +152,11 @@ async def test_counters_after_produce_fetch_commit(metrics: Metrics) -> None:
     assert _value(samples, "rustka_requests_total", op="commit", outcome="ok") == 1
     assert _value(samples, "rustka_requests_total", op="fetch_batch", outcome="ok") == 0
     assert _value(samples, "rustka_request_errors_total", op="fetch") == 1
+    assert _value(samples, "rustka_request_duration_seconds_count", op="produce") == 3
+    assert _value(samples, "rustka_request_duration_seconds_bucket", op="produce", le="+Inf") == 3
+    assert _value(samples, "rustka_request_duration_seconds_sum", op="produce") > 0
+    assert _value(samples, "rustka_request_duration_seconds_count", op="fetch") == 2
+    assert _value(samples, "rustka_requests_in_flight", op="produce") == 0
     assert _value(samples, "rustka_request_errors_total", op="produce") == 0
     assert _value(samples, "rustka_records_in_total") == 3
     assert _value(samples, "rustka_bytes_in_total") == sum(batch_sizes)
