@@ -142,7 +142,10 @@ class Lane:
     def _finish_call(self, result: Any, d: defer.Deferred[Any]) -> None:
         self._busy = False
         try:
-            d.callback(result) if not isinstance(result, Failure) else d.errback(result)
+            if isinstance(result, Failure):
+                d.errback(result)
+            else:
+                d.callback(result)
         finally:
             self._kick()
 
