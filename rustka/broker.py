@@ -143,6 +143,8 @@ class Broker:
         self._offsets_lane: Lane | None = None
         self._waiters: dict[PartitionKey, list[_Waiter]] = {}
         self._dirty: set[PartitionKey] = set()
+        self._pool_work = 0
+        self._pool_quiet: list[defer.Deferred[None]] = []
         self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
             p.Produce: self._produce,
             p.Fetch: self._fetch,
@@ -180,7 +182,7 @@ class Broker:
         self.accepting = True
 
     def drain(self) -> defer.Deferred[None]:
-        """Refuse new work, answer parked long-polls, wait for every lane to empty."""
+        """Refuse new work, answer parked long-polls, wait for lanes and reads to finish."""
         self.accepting = False
         for key in list(self._waiters):
             for waiter in self._waiters.pop(key):
@@ -190,7 +192,25 @@ class Broker:
         lanes = [*self._lanes.values()]
         if self._offsets_lane is not None:
             lanes.append(self._offsets_lane)
-        return defer.gatherResults([lane.when_idle() for lane in lanes]).addCallback(lambda _: None)
+        idle = [lane.when_idle() for lane in lanes]
+        if self._pool_work:
+            quiet: defer.Deferred[None] = defer.Deferred()
+            self._pool_quiet.append(quiet)
+            idle.append(quiet)
+        return defer.gatherResults(idle).addCallback(lambda _: None)
+
+    def _run(self, f: Callable[..., Any], *args: Any) -> defer.Deferred[Any]:
+        """Lane-less pool work (reads, topic creation), counted so `drain` can wait for it."""
+        self._pool_work += 1
+        return self.io.run(f, *args).addBoth(self._pool_work_done)
+
+    def _pool_work_done(self, result: Any) -> Any:
+        self._pool_work -= 1
+        if not self._pool_work:
+            waiters, self._pool_quiet = self._pool_quiet, []
+            for d in waiters:
+                d.callback(None)
+        return result
 
     def close_storage(self) -> None:
         """Flush, close and mark the shutdown clean (called on the pool after `drain`)."""
@@ -202,7 +222,11 @@ class Broker:
     # -- request entry ---------------------------------------------------------
 
     def handle(self, request: p.Request) -> defer.Deferred[p.Response]:
-        """The response for ``request``; the Deferred never errbacks."""
+        """The response for ``request``; the Deferred never errbacks.
+
+        This is the per-request hot path: one dict lookup to dispatch and a
+        single callback/errback pair for accounting, whatever the operation.
+        """
         name = type(request).__name__
         stats = self.stats
         stats.requests[name] = stats.requests.get(name, 0) + 1
@@ -213,10 +237,14 @@ class Broker:
             result = self._handlers[type(request)](request)
         except Exception:
             result = self._error(request, Failure())
-        d = result if isinstance(result, defer.Deferred) else defer.succeed(result)
-        return d.addErrback(lambda f: self._error(request, f)).addCallback(
-            self._done, name, started
-        )
+        if isinstance(result, defer.Deferred):
+            return result.addCallbacks(
+                self._done,
+                self._failed,
+                callbackArgs=(name, started),
+                errbackArgs=(request, name, started),
+            )
+        return defer.succeed(self._done(result, name, started))
 
     def _done(self, response: p.Response, name: str, started: float) -> p.Response:
         stats = self.stats
@@ -226,6 +254,11 @@ class Broker:
             histogram = stats.latency[name] = LatencyHistogram()
         histogram.observe(time.perf_counter() - started)
         return response
+
+    def _failed(
+        self, failure: Failure, request: p.Request, name: str, started: float
+    ) -> p.Response:
+        return self._done(self._error(request, failure), name, started)
 
     def _error(self, request: p.Request, failure: Failure) -> p.Response:
         name = type(request).__name__
@@ -267,7 +300,7 @@ class Broker:
             return defer.succeed(topic)
         if not self.config.auto_create_topics:
             raise UnknownTopic(f"unknown topic {name!r} (auto-create is disabled)")
-        return self.io.run(self.logs.get_or_create, name, self.config.default_partitions)
+        return self._run(self.logs.get_or_create, name, self.config.default_partitions)
 
     def lane(self, topic: str, partition: int) -> Lane:
         """The serial lane that owns writes to one partition."""
@@ -291,31 +324,54 @@ class Broker:
         partition: int,
         payload: bytes,
         batches: list[tuple[int, BatchHeader]],
-    ) -> defer.Deferred[Any]:
-        d = self.lane(topic, partition).append((payload, batches))
+        respond: Callable[[int, int], p.Response],
+    ) -> defer.Deferred[p.Response]:
+        """Queue ``payload`` on the partition's lane; ``respond(first, last)`` builds the answer."""
+        return (
+            self.lane(topic, partition)
+            .append((payload, batches))
+            .addCallback(self._appended, topic, partition, len(payload), respond)
+        )
 
-        def appended(offsets: tuple[int, int]) -> tuple[int, int]:
-            self.stats.bytes_in += len(payload)
-            self.stats.records_in += offsets[1] - offsets[0] + 1
-            if self.config.flush == "interval":
-                self._dirty.add((topic, partition))
-            self._wake((topic, partition))
-            return offsets
-
-        return d.addCallback(appended)
+    def _appended(
+        self,
+        offsets: tuple[int, int],
+        topic: str,
+        partition: int,
+        size: int,
+        respond: Callable[[int, int], p.Response],
+    ) -> p.Response:
+        first, last = offsets
+        stats = self.stats
+        stats.bytes_in += size
+        stats.records_in += last - first + 1
+        key = (topic, partition)
+        if self.config.flush == "interval":
+            self._dirty.add(key)
+        if key in self._waiters:
+            self._wake(key)
+        return respond(first, last)
 
     # -- seed operations ---------------------------------------------------------
 
     def _produce(self, req: p.Produce) -> defer.Deferred[p.Response]:
+        assert self.logs is not None
+        topic = self.logs.topics.get(req.topic)
+        if topic is None:
+            return self._topic_for_produce(req.topic).addCallback(self._produce_to, req)
+        return self._produce_to(topic, req)
+
+    def _produce_to(self, topic: Any, req: p.Produce) -> defer.Deferred[p.Response]:
+        """Store a seed Produce as a one-record batch in the partition its key routes to."""
         payload = encode_batch([Record(key=req.key, value=req.value)], timestamp=now_ms())
-        batches = [(0, parse_header(payload))]
-
-        def route(topic: Any) -> defer.Deferred[p.Response]:
-            partition = topic.partition_for_key(req.key)
-            d = self._append(req.topic, partition, payload, batches)
-            return d.addCallback(lambda offs: p.Produced(partition, offs[0]))
-
-        return self._topic_for_produce(req.topic).addCallback(route)
+        partition = topic.partition_for_key(req.key)
+        return self._append(
+            req.topic,
+            partition,
+            payload,
+            [(0, parse_header(payload))],
+            lambda first, _last: p.Produced(partition, first),
+        )
 
     def _fetch(self, req: p.Fetch) -> defer.Deferred[p.Response] | p.Response:
         plog = self._partition(req.topic, req.partition)
@@ -331,7 +387,7 @@ class Broker:
             self.stats.bytes_out += len(value)
             return p.FetchedRecord(req.offset, record.key or b"", value)
 
-        return self.io.run(plog.read_record, req.offset).addCallback(found)
+        return self._run(plog.read_record, req.offset).addCallback(found)
 
     def _commit(self, req: p.Commit) -> defer.Deferred[p.Response]:
         validate_group(req.group)
@@ -373,8 +429,13 @@ class Broker:
 
         def write(topic: Any) -> defer.Deferred[p.Response]:
             self._partition(req.topic, req.partition)
-            d = self._append(req.topic, req.partition, req.batches, batches)
-            return d.addCallback(lambda offs: p.BatchProduced(req.partition, offs[0], offs[1]))
+            return self._append(
+                req.topic,
+                req.partition,
+                req.batches,
+                batches,
+                lambda first, last: p.BatchProduced(req.partition, first, last),
+            )
 
         return self._topic_for_produce(req.topic).addCallback(write)
 
@@ -405,7 +466,7 @@ class Broker:
             self.stats.bytes_out += len(resp.batches)
             return resp
 
-        return self.io.run(read).addCallback(count)
+        return self._run(read).addCallback(count)
 
     def _park(self, key: PartitionKey, offset: int, wait_s: float) -> defer.Deferred[None]:
         d: defer.Deferred[None] = defer.Deferred()
@@ -446,12 +507,12 @@ class Broker:
     def _create_topic(self, req: p.CreateTopic) -> defer.Deferred[p.Response]:
         assert self.logs is not None
         validate_topic(req.topic)
-        d = self.io.run(self.logs.create_topic, req.topic, req.partitions)
+        d = self._run(self.logs.create_topic, req.topic, req.partitions)
         return d.addCallback(lambda topic: p.TopicInfo(req.topic, len(topic.partitions)))
 
     def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
         topic = self._topic(req.topic)
-        d = self.io.run(topic.add_partitions, req.partitions)
+        d = self._run(topic.add_partitions, req.partitions)
         return d.addCallback(lambda _: p.TopicInfo(req.topic, len(topic.partitions)))
 
     def _list_groups(self, req: p.ListGroups) -> p.Response:

@@ -1,4 +1,4 @@
-"""The native wire codec: bytes in, dataclasses out, and back.
+"""The native wire codec: bytes in, immutable message values out, and back.
 
 Pure functions with no I/O and no reactor, in the spirit of h11: the server,
 the client, the CLI and the tests all share one definition of every message, so
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
+from rustka.record_batch import value_class
 
 __all__ = [
     "EXTENSION_OPS",
@@ -102,7 +102,7 @@ _u32_u64_from = _U32_U64.unpack_from
 # --------------------------------------------------------------------------- requests
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Produce:
     """Op 1: append one record; the broker picks the partition from the key."""
 
@@ -112,7 +112,7 @@ class Produce:
     value: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Fetch:
     """Op 2: read the single record at ``offset``."""
 
@@ -122,7 +122,7 @@ class Fetch:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Commit:
     """Op 3: remember ``offset`` as the next offset ``group`` will read."""
 
@@ -133,7 +133,7 @@ class Commit:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class OffsetFetch:
     """Op 4: ask for a group's committed offset."""
 
@@ -143,7 +143,7 @@ class OffsetFetch:
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Hello:
     """Op 5: version handshake; optional, and it changes nothing about the connection."""
 
@@ -152,7 +152,7 @@ class Hello:
     client: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ProduceBatch:
     """Op 6: append client-built RecordBatch v2 bytes to one partition."""
 
@@ -162,7 +162,7 @@ class ProduceBatch:
     batches: Buffer
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class FetchBatch:
     """Op 7: read whole stored batches from ``offset``, long-polling at the end of the log."""
 
@@ -174,7 +174,7 @@ class FetchBatch:
     max_wait_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Metadata:
     """Op 8: partition bounds of the named topics (all topics when ``topics`` is empty)."""
 
@@ -182,7 +182,7 @@ class Metadata:
     topics: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class CreateTopic:
     """Op 9: create a topic with an explicit partition count."""
 
@@ -191,7 +191,7 @@ class CreateTopic:
     partitions: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AlterTopic:
     """Op 10: raise a topic's partition count (keys may move, as in Kafka)."""
 
@@ -200,14 +200,14 @@ class AlterTopic:
     partitions: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ListGroups:
     """Op 11: names of every group with at least one committed offset."""
 
     OP: ClassVar[int] = 11
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class DescribeGroup:
     """Op 12: a group's committed offsets next to the partition bounds, for lag."""
 
@@ -234,7 +234,7 @@ Request: TypeAlias = (
 # --------------------------------------------------------------------------- responses
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Produced:
     """Tag 1: where a Produce landed."""
 
@@ -243,7 +243,7 @@ class Produced:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class FetchedRecord:
     """Tag 2 (``Record`` in PROTOCOL.md): the answer to a Fetch that found data."""
 
@@ -253,14 +253,14 @@ class FetchedRecord:
     value: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class NotFound:
     """Tag 3: Fetch at/after the end, or OffsetFetch with no commit."""
 
     TAG: ClassVar[int] = 3
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Error:
     """Tag 4: any failure of ops 1-4, and any frame that could not be parsed."""
 
@@ -268,14 +268,14 @@ class Error:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class CommitOk:
     """Tag 5: the commit is durable."""
 
     TAG: ClassVar[int] = 5
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Offset:
     """Tag 6: a group's committed offset."""
 
@@ -283,7 +283,7 @@ class Offset:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Welcome:
     """Tag 7: the broker's answer to Hello."""
 
@@ -293,7 +293,7 @@ class Welcome:
     ops: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class BatchProduced:
     """Tag 8: the offsets a ProduceBatch was given (inclusive range)."""
 
@@ -303,7 +303,7 @@ class BatchProduced:
     last_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Batches:
     """Tag 9: stored batches, byte for byte; may be empty at the high watermark."""
 
@@ -313,7 +313,7 @@ class Batches:
     batches: Buffer
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class PartitionMetadata:
     """The bounds of one partition; its index is its position in ``TopicMetadata.partitions``."""
 
@@ -321,13 +321,13 @@ class PartitionMetadata:
     high_watermark: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class TopicMetadata:
     name: str
     partitions: tuple[PartitionMetadata, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class MetadataResult:
     """Tag 10: the answer to Metadata."""
 
@@ -335,7 +335,7 @@ class MetadataResult:
     topics: tuple[TopicMetadata, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class TopicInfo:
     """Tag 11: a topic's partition count after CreateTopic or AlterTopic."""
 
@@ -344,7 +344,7 @@ class TopicInfo:
     partitions: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Groups:
     """Tag 12: the answer to ListGroups."""
 
@@ -352,7 +352,7 @@ class Groups:
     groups: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class GroupOffset:
     """One committed offset with the partition's bounds, so lag needs no second request."""
 
@@ -368,7 +368,7 @@ class GroupOffset:
         return max(0, self.high_watermark - max(self.committed, self.log_start))
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class GroupOffsets:
     """Tag 13: the answer to DescribeGroup."""
 
@@ -377,7 +377,7 @@ class GroupOffsets:
     offsets: tuple[GroupOffset, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Failure:
     """Tag 14: a failed extension op, with the machine-readable code from rustka.errors."""
 
@@ -386,7 +386,7 @@ class Failure:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class OutOfRange:
     """Tag 15: FetchBatch outside [log_start, high_watermark]; the bounds allow a reset."""
 
@@ -634,6 +634,12 @@ def _slow(payload: bytes, what: str, read: Callable[[_Reader], object]) -> objec
     return message
 
 
+# The fast paths below build messages with one ``tuple.__new__`` call (messages are
+# tuple subclasses, see rustka.record_batch.value_class), skipping the Python-level
+# ``__new__`` that keyword construction needs.
+_new: Callable[..., Any] = tuple.__new__
+
+
 def _fast_produce(p: bytes) -> Produce | None:
     """Three unpacks and three slices; None sends the caller to the error-reporting path."""
     try:
@@ -644,7 +650,8 @@ def _fast_produce(p: bytes) -> Produce | None:
         (size,) = _u32_from(p, b)
         c = b + 4 + size
         if c == len(p):
-            return Produce(p[5:a].decode("utf-8"), p[a + 4 : b], p[b + 4 : c])
+            message: Produce = _new(Produce, (p[5:a].decode("utf-8"), p[a + 4 : b], p[b + 4 : c]))
+            return message
     except (struct.error, UnicodeDecodeError):
         pass
     return None
@@ -656,7 +663,23 @@ def _fast_fetch(p: bytes) -> Fetch | None:
         a = 5 + size
         partition, offset = _u32_u64_from(p, a)
         if a + 12 == len(p):
-            return Fetch(p[5:a].decode("utf-8"), partition, offset)
+            message: Fetch = _new(Fetch, (p[5:a].decode("utf-8"), partition, offset))
+            return message
+    except (struct.error, UnicodeDecodeError):
+        pass
+    return None
+
+
+def _fast_produce_batch(p: bytes) -> ProduceBatch | None:
+    try:
+        (size,) = _u32_from(p, 1)
+        a = 5 + size
+        partition, size = _U32_U32.unpack_from(p, a)
+        if a + 8 + size == len(p):
+            message: ProduceBatch = _new(
+                ProduceBatch, (p[5:a].decode("utf-8"), partition, p[a + 8 :])
+            )
+            return message
     except (struct.error, UnicodeDecodeError):
         pass
     return None
@@ -666,15 +689,57 @@ def _fast_fetch_batch(p: bytes) -> FetchBatch | None:
     try:
         (size,) = _u32_from(p, 1)
         a = 5 + size
-        partition, offset, max_bytes, max_wait = _FETCH_BATCH_TAIL.unpack_from(p, a)
+        fields = _FETCH_BATCH_TAIL.unpack_from(p, a)
         if a + _FETCH_BATCH_TAIL.size == len(p):
-            return FetchBatch(p[5:a].decode("utf-8"), partition, offset, max_bytes, max_wait)
+            message: FetchBatch = _new(FetchBatch, (p[5:a].decode("utf-8"), *fields))
+            return message
     except (struct.error, UnicodeDecodeError):
         pass
     return None
 
 
+def _fast_produced(p: bytes) -> Produced | None:
+    if len(p) == 13:
+        message: Produced = _new(Produced, _u32_u64_from(p, 1))
+        return message
+    return None
+
+
+def _fast_fetched_record(p: bytes) -> FetchedRecord | None:
+    try:
+        offset, size = _U64_U32.unpack_from(p, 1)
+        a = 13 + size
+        (size,) = _u32_from(p, a)
+        b = a + 4 + size
+        if b == len(p):
+            message: FetchedRecord = _new(FetchedRecord, (offset, p[13:a], p[a + 4 : b]))
+            return message
+    except struct.error:
+        pass
+    return None
+
+
+def _fast_batch_produced(p: bytes) -> BatchProduced | None:
+    if len(p) == 21:
+        message: BatchProduced = _new(BatchProduced, _U32_U64_U64.unpack_from(p, 1))
+        return message
+    return None
+
+
+def _fast_batches(p: bytes) -> Batches | None:
+    try:
+        log_start, high_watermark, size = _U64_U64_U32.unpack_from(p, 1)
+        if 21 + size == len(p):
+            message: Batches = _new(Batches, (log_start, high_watermark, p[21:]))
+            return message
+    except struct.error:
+        pass
+    return None
+
+
 _FETCH_BATCH_TAIL = struct.Struct(">IQII")
+_U64_U32 = struct.Struct(">QI")
+_U64_U64_U32 = struct.Struct(">QQI")
 
 _Fast = Callable[[bytes], object]
 
@@ -684,7 +749,7 @@ _REQUESTS: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]] = {
     3: ("Commit request", _read_commit, None),
     4: ("OffsetFetch request", _read_offset_fetch, None),
     5: ("Hello request", _read_hello, None),
-    6: ("ProduceBatch request", _read_produce_batch, None),
+    6: ("ProduceBatch request", _read_produce_batch, _fast_produce_batch),
     7: ("FetchBatch request", _read_fetch_batch, _fast_fetch_batch),
     8: ("Metadata request", _read_metadata, None),
     9: ("CreateTopic request", _read_create_topic, None),
@@ -694,15 +759,15 @@ _REQUESTS: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]] = {
 }
 
 _RESPONSES: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]] = {
-    1: ("Produced response", _read_produced, None),
-    2: ("Record response", _read_fetched_record, None),
+    1: ("Produced response", _read_produced, _fast_produced),
+    2: ("Record response", _read_fetched_record, _fast_fetched_record),
     3: ("NotFound response", _read_not_found, None),
     4: ("Error response", _read_error, None),
     5: ("CommitOk response", _read_commit_ok, None),
     6: ("Offset response", _read_offset, None),
     7: ("Welcome response", _read_welcome, None),
-    8: ("BatchProduced response", _read_batch_produced, None),
-    9: ("Batches response", _read_batches, None),
+    8: ("BatchProduced response", _read_batch_produced, _fast_batch_produced),
+    9: ("Batches response", _read_batches, _fast_batches),
     10: ("MetadataResult response", _read_metadata_result, None),
     11: ("TopicInfo response", _read_topic_info, None),
     12: ("Groups response", _read_groups, None),
@@ -712,38 +777,58 @@ _RESPONSES: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]] = {
 }
 
 
-def _decode(
-    payload: Buffer,
+def _decode_slow(
+    payload: bytes,
     table: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]],
     kind: str,
 ) -> object:
-    if type(payload) is not bytes:
-        payload = bytes(payload)
+    """Everything but a fast path's success: empty frames, unknown codes, the reader."""
     if not payload:
         raise InvalidRequest(f"empty frame: a {kind} needs at least its {_CODE_NAME[kind]} byte")
     code = payload[0]
     entry = table.get(code)
     if entry is None:
         raise InvalidRequest(f"unknown {_CODE_NAME[kind]} {code}")
-    what, read, fast = entry
-    if fast is not None:
-        message = fast(payload)
-        if message is not None:
-            return message
+    what, read, _ = entry
     return _slow(payload, what, read)
 
 
 _CODE_NAME = {"request": "op", "response": "tag"}
 
+# Code -> fast path, for the messages that have one; decode_request and decode_response
+# try it before anything else, and fall back to _decode_slow for errors and the rest.
+_FAST_REQUESTS: dict[int, _Fast] = {
+    code: fast for code, (_, _, fast) in _REQUESTS.items() if fast is not None
+}
+_FAST_RESPONSES: dict[int, _Fast] = {
+    code: fast for code, (_, _, fast) in _RESPONSES.items() if fast is not None
+}
+
 
 def decode_request(payload: Buffer) -> Request:
     """Parse one request frame payload (op byte first), or raise InvalidRequest saying why."""
-    return _decode(payload, _REQUESTS, "request")  # type: ignore[return-value]
+    if type(payload) is not bytes:
+        payload = bytes(payload)
+    if payload:
+        fast = _FAST_REQUESTS.get(payload[0])
+        if fast is not None:
+            message = fast(payload)
+            if message is not None:
+                return message  # type: ignore[return-value]
+    return _decode_slow(payload, _REQUESTS, "request")  # type: ignore[return-value]
 
 
 def decode_response(payload: Buffer) -> Response:
     """Parse one response frame payload (tag byte first), or raise InvalidRequest saying why."""
-    return _decode(payload, _RESPONSES, "response")  # type: ignore[return-value]
+    if type(payload) is not bytes:
+        payload = bytes(payload)
+    if payload:
+        fast = _FAST_RESPONSES.get(payload[0])
+        if fast is not None:
+            message = fast(payload)
+            if message is not None:
+                return message  # type: ignore[return-value]
+    return _decode_slow(payload, _RESPONSES, "response")  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------- encoding
@@ -1024,28 +1109,175 @@ _RESPONSE_ENCODERS: dict[type, Callable[..., list[bytes]]] = {
 }
 
 
-def _pieces(
-    message: object, encoders: dict[type, Callable[..., list[bytes]]], kind: str
-) -> list[bytes]:
-    encoder = encoders.get(type(message))
-    if encoder is None:
-        raise TypeError(f"not a rustka {kind}: {type(message).__name__}")
-    return encoder(message)
+# The hot messages below get a second encoder that packs the whole frame head in one
+# struct call and returns its final pieces. Anything unusual (a wrong type, a value out
+# of range) falls back to the field-by-field encoder above, which names the bad field.
+
+_OP_LEN = struct.Struct(">BI")
+_PRODUCED = struct.Struct(">BIQ")
+_FETCHED_RECORD_HEAD = struct.Struct(">BQI")
+_BATCH_PRODUCED = struct.Struct(">BIQQ")
+_BATCHES_HEAD = struct.Struct(">BQQI")
+_FETCH_BATCH_REST = struct.Struct(">IQII")
+_pack_u32 = _U32.pack
 
 
-def encode_request(req: Request) -> bytes:
-    """The frame payload of ``req`` (without the 4-byte length prefix)."""
-    return b"".join(_pieces(req, _REQUEST_ENCODERS, "request"))
+def _parts_produce(m: Produce) -> list[bytes]:
+    topic, key, value = m
+    if type(topic) is str and type(key) is bytes and type(value) is bytes:
+        raw = topic.encode("utf-8")
+        try:
+            return [
+                b"".join(
+                    (
+                        _OP_LEN.pack(1, len(raw)),
+                        raw,
+                        _pack_u32(len(key)),
+                        key,
+                        _pack_u32(len(value)),
+                        value,
+                    )
+                )
+            ]
+        except struct.error:
+            pass
+    return [b"".join(_enc_produce(m))]
 
 
-def encode_response(resp: Response) -> bytes:
-    """The frame payload of ``resp`` (without the 4-byte length prefix)."""
-    return b"".join(_pieces(resp, _RESPONSE_ENCODERS, "response"))
+def _parts_fetch(m: Fetch) -> list[bytes]:
+    topic, partition, offset = m
+    if type(topic) is str:
+        raw = topic.encode("utf-8")
+        try:
+            return [_OP_LEN.pack(2, len(raw)) + raw + _U32_U64.pack(partition, offset)]
+        except struct.error:
+            pass
+    return [b"".join(_enc_fetch(m))]
+
+
+def _parts_produce_batch(m: ProduceBatch) -> list[bytes]:
+    topic, partition, batches = m
+    if type(topic) is str and type(batches) is bytes:
+        raw = topic.encode("utf-8")
+        try:
+            return [
+                _OP_LEN.pack(6, len(raw)) + raw + _U32_U32.pack(partition, len(batches)),
+                batches,
+            ]
+        except struct.error:
+            pass
+    return _split_last(_enc_produce_batch(m))
+
+
+def _parts_fetch_batch(m: FetchBatch) -> list[bytes]:
+    topic = m.topic
+    if type(topic) is str:
+        raw = topic.encode("utf-8")
+        try:
+            return [_OP_LEN.pack(7, len(raw)) + raw + _FETCH_BATCH_REST.pack(*m[1:])]
+        except struct.error:
+            pass
+    return [b"".join(_enc_fetch_batch(m))]
+
+
+def _parts_produced(m: Produced) -> list[bytes]:
+    try:
+        return [_PRODUCED.pack(1, *m)]
+    except struct.error:
+        return [b"".join(_enc_produced(m))]
+
+
+def _parts_fetched_record(m: FetchedRecord) -> list[bytes]:
+    offset, key, value = m
+    if type(key) is bytes and type(value) is bytes:
+        try:
+            return [
+                b"".join(
+                    (
+                        _FETCHED_RECORD_HEAD.pack(2, offset, len(key)),
+                        key,
+                        _pack_u32(len(value)),
+                        value,
+                    )
+                )
+            ]
+        except struct.error:
+            pass
+    return [b"".join(_enc_fetched_record(m))]
+
+
+def _parts_batch_produced(m: BatchProduced) -> list[bytes]:
+    try:
+        return [_BATCH_PRODUCED.pack(8, *m)]
+    except struct.error:
+        return [b"".join(_enc_batch_produced(m))]
+
+
+def _parts_batches(m: Batches) -> list[bytes]:
+    log_start, high_watermark, batches = m
+    if type(batches) is bytes:
+        try:
+            return [_BATCHES_HEAD.pack(9, log_start, high_watermark, len(batches)), batches]
+        except struct.error:
+            pass
+    return _split_last(_enc_batches(m))
 
 
 def _split_last(pieces: list[bytes]) -> list[bytes]:
     """Join the small head and keep the trailing blob separate so it is never copied."""
     return [b"".join(pieces[:-1]), pieces[-1]]
+
+
+def _joined(encoder: Callable[..., list[bytes]]) -> Callable[..., list[bytes]]:
+    def parts(message: object) -> list[bytes]:
+        return [b"".join(encoder(message))]
+
+    return parts
+
+
+# Message type -> its final pieces: one for most, two (head, uncopied blob) for the
+# messages that carry batches.
+_REQUEST_PARTS: dict[type, Callable[..., list[bytes]]] = {
+    kind: _joined(encoder) for kind, encoder in _REQUEST_ENCODERS.items()
+}
+_REQUEST_PARTS.update(
+    {
+        Produce: _parts_produce,
+        Fetch: _parts_fetch,
+        ProduceBatch: _parts_produce_batch,
+        FetchBatch: _parts_fetch_batch,
+    }
+)
+
+_RESPONSE_PARTS: dict[type, Callable[..., list[bytes]]] = {
+    kind: _joined(encoder) for kind, encoder in _RESPONSE_ENCODERS.items()
+}
+_RESPONSE_PARTS.update(
+    {
+        Produced: _parts_produced,
+        FetchedRecord: _parts_fetched_record,
+        BatchProduced: _parts_batch_produced,
+        Batches: _parts_batches,
+    }
+)
+
+
+def encode_request(req: Request) -> bytes:
+    """The frame payload of ``req`` (without the 4-byte length prefix)."""
+    encoder = _REQUEST_PARTS.get(type(req))
+    if encoder is None:
+        raise TypeError(f"not a rustka request: {type(req).__name__}")
+    parts = encoder(req)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def encode_response(resp: Response) -> bytes:
+    """The frame payload of ``resp`` (without the 4-byte length prefix)."""
+    encoder = _RESPONSE_PARTS.get(type(resp))
+    if encoder is None:
+        raise TypeError(f"not a rustka response: {type(resp).__name__}")
+    parts = encoder(resp)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def request_parts(req: Request) -> list[bytes]:
@@ -1054,10 +1286,10 @@ def request_parts(req: Request) -> list[bytes]:
     ``b"".join(request_parts(req)) == encode_request(req)``; the pieces suit
     ``transport.writeSequence`` so a large batch is not copied into a new frame.
     """
-    pieces = _pieces(req, _REQUEST_ENCODERS, "request")
-    if type(req) is ProduceBatch:
-        return _split_last(pieces)
-    return [b"".join(pieces)]
+    encoder = _REQUEST_PARTS.get(type(req))
+    if encoder is None:
+        raise TypeError(f"not a rustka request: {type(req).__name__}")
+    return encoder(req)
 
 
 def response_parts(resp: Response) -> list[bytes]:
@@ -1065,10 +1297,10 @@ def response_parts(resp: Response) -> list[bytes]:
 
     ``b"".join(response_parts(resp)) == encode_response(resp)``.
     """
-    pieces = _pieces(resp, _RESPONSE_ENCODERS, "response")
-    if type(resp) is Batches:
-        return _split_last(pieces)
-    return [b"".join(pieces)]
+    encoder = _RESPONSE_PARTS.get(type(resp))
+    if encoder is None:
+        raise TypeError(f"not a rustka response: {type(resp).__name__}")
+    return encoder(resp)
 
 
 # --------------------------------------------------------------------------- errors

@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin
 
 from crc32c import crc32c
 
@@ -78,15 +79,14 @@ _COMPRESSION_MASK = 0x07
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
-_CRC = struct.Struct(">I")
-# The CRC-covered part of the header (attributes .. recordCount).
+# The CRC-covered part of the header (attributes .. recordCount), and the prefix
+# before it, packed separately because the CRC is known only once the covered bytes are.
 _COVERED_HEADER = struct.Struct(">hiqqqhii")
-_PREFIX = struct.Struct(">qiib")
+_PREFIX_CRC = struct.Struct(">qiibI")
 
 assert _HEADER.size == HEADER_SIZE
 assert _OFFSET_LENGTH.size == LOG_OVERHEAD
-assert _PREFIX.size == _CRC_POS
-assert _CRC_POS + _CRC.size == _ATTRIBUTES_POS
+assert _PREFIX_CRC.size == _ATTRIBUTES_POS
 assert _ATTRIBUTES_POS + _COVERED_HEADER.size == HEADER_SIZE
 
 _INT32_MIN = -(1 << 31)
@@ -102,7 +102,93 @@ _NO_LEADER_EPOCH = -1
 Buffer = bytes | bytearray | memoryview
 
 
-@dataclass(frozen=True, slots=True)
+# --------------------------------------------------------------------------- value classes
+
+_T = TypeVar("_T")
+
+# Names a plain class body always has, which must not be copied onto the tuple class.
+_CLASS_BOOKKEEPING = frozenset(
+    {"__annotations__", "__dict__", "__doc__", "__module__", "__qualname__", "__weakref__"}
+)
+
+
+def _is_class_var(hint: object) -> bool:
+    if isinstance(hint, str):
+        return hint.startswith(("ClassVar", "typing.ClassVar"))
+    return hint is ClassVar or get_origin(hint) is ClassVar
+
+
+def _same_class_eq(self: tuple[Any, ...], other: object) -> bool:
+    if other.__class__ is self.__class__:
+        return tuple.__eq__(self, other)  # type: ignore[arg-type]
+    # Any other tuple would answer the reflected call by comparing items.
+    return False if isinstance(other, tuple) else NotImplemented
+
+
+def _same_class_ne(self: tuple[Any, ...], other: object) -> bool:
+    if other.__class__ is self.__class__:
+        return tuple.__ne__(self, other)  # type: ignore[arg-type]
+    return True if isinstance(other, tuple) else NotImplemented
+
+
+def _unordered(symbol: str) -> Callable[[object, object], bool]:
+    """Refuse ordering outright; NotImplemented would let tuple's own ordering answer."""
+
+    def refuse(self: object, other: object) -> bool:
+        raise TypeError(
+            f"{symbol!r} not supported between instances of "
+            f"{type(self).__name__!r} and {type(other).__name__!r}"
+        )
+
+    return refuse
+
+
+def _always_true(self: object) -> bool:
+    return True
+
+
+@dataclass_transform()
+def value_class(cls: type[_T]) -> type[_T]:
+    """Turn an annotated class body into an immutable tuple subclass with dataclass semantics.
+
+    Records and protocol messages are built once per message on the hottest paths, and a
+    frozen dataclass pays one ``object.__setattr__`` per field in ``__init__``. A tuple
+    subclass is built by one C call (``tuple.__new__(cls, fields)`` on the decoders' fast
+    paths) and is immutable for real, since it has no instance attributes at all. What a
+    frozen dataclass gave is kept: keyword construction with defaults, the same repr,
+    equality and hash only between instances of the same class, no ordering, and
+    instances that are always true (a field-less tuple would otherwise be false).
+    ``ClassVar`` annotations stay class attributes; methods and properties are kept.
+    Shared with rustka.protocol, whose messages are built the same way.
+    """
+    namespace = cls.__dict__
+    hints = namespace.get("__annotations__", {})
+    fields = [name for name, hint in hints.items() if not _is_class_var(hint)]
+    defaults = [namespace[name] for name in fields if name in namespace]
+    made: Any = namedtuple(cls.__name__, fields, defaults=defaults or None, module=cls.__module__)
+    for name, attr in namespace.items():
+        if name not in _CLASS_BOOKKEEPING and name not in fields:
+            setattr(made, name, attr)
+    made.__qualname__ = cls.__qualname__
+    made.__doc__ = cls.__doc__
+    made.__annotations__ = dict(hints)
+    made.__eq__ = _same_class_eq
+    made.__ne__ = _same_class_ne
+    made.__hash__ = tuple.__hash__
+    made.__lt__ = _unordered("<")
+    made.__le__ = _unordered("<=")
+    made.__gt__ = _unordered(">")
+    made.__ge__ = _unordered(">=")
+    if not fields:
+        made.__bool__ = _always_true
+    result: type[_T] = made
+    return result
+
+
+_new_tuple: Callable[..., Any] = tuple.__new__
+
+
+@value_class
 class Record:
     """One message; ``offset`` is filled in only by decoding because the broker assigns it."""
 
@@ -113,7 +199,7 @@ class Record:
     offset: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class BatchHeader:
     """The fixed 61-byte prefix: enough to store, index and serve a batch without its records."""
 
@@ -222,27 +308,29 @@ def decode_varlong(data: bytes, pos: int = 0, end: int | None = None) -> tuple[i
 # --------------------------------------------------------------------------- encoding
 
 
-def _encode_bytes(out: list[bytes], data: bytes | None) -> None:
-    if data is None:
-        out.append(_SMALL_VARINTS[_SMALL_VARINT_LIMIT - 1])
-    else:
-        out.append(encode_varint(len(data)))
-        out.append(data)
+_NULL_LENGTH = _SMALL_VARINTS[_SMALL_VARINT_LIMIT - 1]
+_NO_HEADERS = _SMALL_VARINTS[_SMALL_VARINT_LIMIT]
+
+# A record stamped with the batch timestamp (the usual case) starts with attributes 0,
+# timestampDelta 0 and its offsetDelta: one lookup instead of three pieces.
+_RECORD_LEADS: list[bytes] = [
+    b"\x00\x00" + varint for varint in _SMALL_VARINTS[_SMALL_VARINT_LIMIT:]
+]
 
 
-def _encode_record(record: Record, timestamp_delta: int, offset_delta: int) -> bytes:
-    parts: list[bytes] = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
-    _encode_bytes(parts, record.key)
-    _encode_bytes(parts, record.value)
-    headers = record.headers
-    parts.append(encode_varint(len(headers)))
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    """Headers are rare, so they take the simple path; the result starts with their count."""
+    parts: list[bytes] = [encode_varint(len(headers))]
     for hkey, hvalue in headers:
         hkey_bytes = hkey.encode("utf-8")
         parts.append(encode_varint(len(hkey_bytes)))
         parts.append(hkey_bytes)
-        _encode_bytes(parts, hvalue)
-    body = b"".join(parts)
-    return encode_varint(len(body)) + body
+        if hvalue is None:
+            parts.append(_NULL_LENGTH)
+        else:
+            parts.append(encode_varint(len(hvalue)))
+            parts.append(hvalue)
+    return b"".join(parts)
 
 
 def encode_batch(
@@ -253,45 +341,99 @@ def encode_batch(
     Records without a timestamp get ``timestamp`` (or the current time), so a
     producer can stamp a whole batch once. As in Kafka, the first record's
     timestamp is the base and the others are stored as (possibly negative) deltas.
+
+    Every record is a handful of table lookups and one ``extend`` of its pieces
+    into a single list joined once; each record's length is summed from its pieces
+    rather than measured after joining them, so no per-record bytes are built.
     """
     count = len(records)
     if count < 1:
         raise InvalidBatch("a batch needs at least one record")
-    default_ts = int(time.time() * 1000) if timestamp is None else timestamp
+    default_ts = time.time_ns() // 1_000_000 if timestamp is None else timestamp
     first_ts = records[0].timestamp
     base_ts = default_ts if first_ts is None else first_ts
     max_ts = base_ts
-    encoded: list[bytes] = []
-    append = encoded.append
-    for delta, record in enumerate(records):
-        ts = record.timestamp
+    default_delta = default_ts - base_ts
+    defaulted = False
+    small = _SMALL_VARINTS
+    limit = _SMALL_VARINT_LIMIT
+    leads = _RECORD_LEADS
+    # Slot 0 is the CRC-covered part of the header, filled in once max_ts is known, so
+    # one join and one CRC call cover the header and the records together.
+    parts: list[bytes] = [b""]
+    extend = parts.extend
+    for delta, (key, value, headers, ts, _) in enumerate(records):
         if ts is None:
-            ts = default_ts
-        if ts > max_ts:
-            max_ts = ts
-        append(_encode_record(record, ts - base_ts, delta))
-    body = b"".join(encoded)
-    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+            ts = default_delta
+            defaulted = True
+        else:
+            if ts > max_ts:
+                max_ts = ts
+            ts -= base_ts
+        if ts == 0 and delta < limit:
+            lead = leads[delta]
+        else:
+            lead = b"\x00" + encode_varlong(ts) + encode_varint(delta)
+        if key is None:
+            key = b""
+            key_length = _NULL_LENGTH
+            size = len(lead) + 1
+        else:
+            size = len(key)
+            key_length = small[size + limit] if size < limit else encode_varint(size)
+            size += len(lead) + len(key_length)
+        if value is None:
+            value = b""
+            value_length = _NULL_LENGTH
+            size += 1
+        else:
+            vsize = len(value)
+            value_length = small[vsize + limit] if vsize < limit else encode_varint(vsize)
+            size += vsize + len(value_length)
+        if headers:
+            tail = _encode_headers(headers)
+            size += len(tail)
+        else:
+            tail = _NO_HEADERS
+            size += 1
+        extend(
+            (
+                small[size + limit] if size < limit else encode_varint(size),
+                lead,
+                key_length,
+                key,
+                value_length,
+                value,
+                tail,
+            )
+        )
+    if defaulted and default_ts > max_ts:
+        max_ts = default_ts
+    try:
+        parts[0] = _COVERED_HEADER.pack(
+            0,
+            count - 1,
+            base_ts,
+            max_ts,
+            _NO_PRODUCER_ID,
+            _NO_PRODUCER_EPOCH,
+            _NO_SEQUENCE,
+            count,
+        )
+    except struct.error as exc:
+        raise InvalidBatch(f"batch field out of range (offset or timestamp): {exc}") from None
+    covered = b"".join(parts)
+    # batchLength counts everything after itself: the rest of the prefix, then `covered`.
+    batch_length = _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered)
     if batch_length > _INT32_MAX:
         raise InvalidBatch(f"batch of {batch_length} bytes exceeds the 2 GiB format limit")
     try:
-        covered = (
-            _COVERED_HEADER.pack(
-                0,
-                count - 1,
-                base_ts,
-                max_ts,
-                _NO_PRODUCER_ID,
-                _NO_PRODUCER_EPOCH,
-                _NO_SEQUENCE,
-                count,
-            )
-            + body
+        prefix = _PREFIX_CRC.pack(
+            base_offset, batch_length, _NO_LEADER_EPOCH, MAGIC, crc32c(covered)
         )
-        prefix = _PREFIX.pack(base_offset, batch_length, _NO_LEADER_EPOCH, MAGIC)
     except struct.error as exc:
         raise InvalidBatch(f"batch field out of range (offset or timestamp): {exc}") from None
-    return prefix + _CRC.pack(crc32c(covered)) + covered
+    return prefix + covered
 
 
 # --------------------------------------------------------------------------- headers
@@ -318,7 +460,8 @@ def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
             f"batch at position {pos}: batch length {fields[1]} is below the minimum "
             f"{_MIN_BATCH_LENGTH}"
         )
-    return BatchHeader(*fields)
+    header: BatchHeader = _new_tuple(BatchHeader, fields)
+    return header
 
 
 def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
@@ -420,7 +563,7 @@ def scan_batches(buf: Buffer, pos: int = 0) -> tuple[list[tuple[int, BatchHeader
                 break
             if crc32c(view[pos + _ATTRIBUTES_POS : end]) != fields[4]:
                 break
-            result.append((pos, BatchHeader(*fields)))
+            result.append((pos, _new_tuple(BatchHeader, fields)))
             pos = end
     finally:
         view.release()
@@ -444,13 +587,18 @@ def decode_records(
         header = parse_header(buf, pos)
     except InvalidBatch as exc:
         raise CorruptBatch(str(exc)) from None
-    end_in_buf = pos + header.size
+    end_in_buf = pos + header.batch_length + LOG_OVERHEAD
     if end_in_buf > len(buf):
         raise CorruptBatch(
             f"batch at position {pos}: batch length {header.batch_length} runs past the "
             f"end of the buffer"
         )
-    if verify and not crc_ok(buf, pos, header):
+    # One copy serves both the CRC and the records, whose keys and values are then
+    # slices of plain bytes.
+    covered = buf[pos + _ATTRIBUTES_POS : end_in_buf]
+    if type(covered) is not bytes:
+        covered = bytes(covered)
+    if verify and crc32c(covered) != header.crc:
         raise CorruptBatch(
             f"batch at position {pos} (offset {header.base_offset}): CRC-32C mismatch"
         )
@@ -460,20 +608,27 @@ def decode_records(
     count = header.record_count
     if count < 0:
         raise CorruptBatch(f"batch at position {pos}: negative record count {count}")
-    data = bytes(buf[pos + HEADER_SIZE : end_in_buf])
     try:
-        return _decode_body(data, header, min_offset)
+        return _decode_body(covered, _RECORDS_IN_COVERED, header, min_offset)
     except IndexError:
         raise CorruptBatch(
             f"batch at position {pos}: a record runs past the end of the batch"
         ) from None
 
 
-def _decode_body(data: bytes, header: BatchHeader, min_offset: int) -> list[Record]:
-    """Hot loop: inline one-byte varint fast paths, fall back to bounded slow decoding.
+# Where the records start in the CRC-covered part of a batch.
+_RECORDS_IN_COVERED = HEADER_SIZE - _ATTRIBUTES_POS
 
-    IndexError from indexing past ``data`` is converted by the caller; explicit
-    checks cover slices, which would otherwise silently truncate.
+
+def _decode_body(data: bytes, i: int, header: BatchHeader, min_offset: int) -> list[Record]:
+    """Hot loop: inline one- and two-byte varint fast paths, bounded slow decoding beyond.
+
+    The records start at ``i`` and end with ``data``. Two bytes cover zig-zag
+    values up to 8191, so record lengths, key and value lengths and offset deltas
+    of ordinary records never leave the loop, and each record is built by one
+    ``tuple.__new__`` call. IndexError from indexing past ``data`` is converted
+    by the caller; explicit checks cover slices, which would otherwise silently
+    truncate.
     """
     end = len(data)
     base_offset = header.base_offset
@@ -486,30 +641,44 @@ def _decode_body(data: bytes, header: BatchHeader, min_offset: int) -> list[Reco
     out: list[Record] = []
     append = out.append
     slow = _read_varint_slow
-    i = 0
+    new = _new_tuple
+    record_class = Record
+    no_headers: tuple[tuple[str, bytes | None], ...] = ()
     for _ in range(header.record_count):
         b = data[i]
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             i += 1
         else:
-            length, i = slow(data, i, end, 5)
+            c = data[i + 1]
+            if c < 0x80:
+                length = (b & 0x7F) | (c << 7)
+                length = (length >> 1) ^ -(length & 1)
+                i += 2
+            else:
+                length, i = slow(data, i, end, 5)
         record_end = i + length
         if length < 0 or record_end > end:
             raise CorruptBatch(f"record length {length} runs past the end of the batch")
-        i += 1  # record attributes: unused in v2
-        b = data[i]
+        # Skip the attributes byte: unused in v2.
+        b = data[i + 1]
         if b < 0x80:
             ts_delta = (b >> 1) ^ -(b & 1)
-            i += 1
+            i += 2
         else:
-            ts_delta, i = slow(data, i, record_end, 10)
+            ts_delta, i = slow(data, i + 1, record_end, 10)
         b = data[i]
         if b < 0x80:
             offset_delta = (b >> 1) ^ -(b & 1)
             i += 1
         else:
-            offset_delta, i = slow(data, i, record_end, 5)
+            c = data[i + 1]
+            if c < 0x80:
+                offset_delta = (b & 0x7F) | (c << 7)
+                offset_delta = (offset_delta >> 1) ^ -(offset_delta & 1)
+                i += 2
+            else:
+                offset_delta, i = slow(data, i, record_end, 5)
         if not previous_delta < offset_delta <= last_delta:
             raise CorruptBatch(
                 f"offset delta {offset_delta} is out of order (previous {previous_delta}, "
@@ -526,7 +695,13 @@ def _decode_body(data: bytes, header: BatchHeader, min_offset: int) -> list[Reco
             klen = (b >> 1) ^ -(b & 1)
             i += 1
         else:
-            klen, i = slow(data, i, record_end, 5)
+            c = data[i + 1]
+            if c < 0x80:
+                klen = (b & 0x7F) | (c << 7)
+                klen = (klen >> 1) ^ -(klen & 1)
+                i += 2
+            else:
+                klen, i = slow(data, i, record_end, 5)
         if klen < 0:
             if klen != -1:
                 raise CorruptBatch(f"negative key length {klen}")
@@ -541,7 +716,13 @@ def _decode_body(data: bytes, header: BatchHeader, min_offset: int) -> list[Reco
             vlen = (b >> 1) ^ -(b & 1)
             i += 1
         else:
-            vlen, i = slow(data, i, record_end, 5)
+            c = data[i + 1]
+            if c < 0x80:
+                vlen = (b & 0x7F) | (c << 7)
+                vlen = (vlen >> 1) ^ -(vlen & 1)
+                i += 2
+            else:
+                vlen, i = slow(data, i, record_end, 5)
         if vlen < 0:
             if vlen != -1:
                 raise CorruptBatch(f"negative value length {vlen}")
@@ -551,24 +732,26 @@ def _decode_body(data: bytes, header: BatchHeader, min_offset: int) -> list[Reco
                 raise CorruptBatch(f"value length {vlen} runs past the end of the record")
             value = data[i : i + vlen]
             i += vlen
-        b = data[i]
-        if b < 0x80:
-            hcount = (b >> 1) ^ -(b & 1)
+        if data[i] == 0:
+            headers = no_headers
             i += 1
         else:
             hcount, i = slow(data, i, record_end, 5)
-        headers: tuple[tuple[str, bytes | None], ...] = ()
-        if hcount:
             i, headers = _decode_headers(data, i, record_end, hcount)
         if i != record_end:
-            raise CorruptBatch(
-                f"record at offset delta {offset_delta} has {record_end - i} bytes "
-                f"left over after its fields"
-            )
-        append(Record(key, value, headers, base_ts + ts_delta, base_offset + offset_delta))
+            raise CorruptBatch(_misfit(offset_delta, record_end - i))
+        append(
+            new(record_class, (key, value, headers, base_ts + ts_delta, base_offset + offset_delta))
+        )
     if i != end:
         raise CorruptBatch(f"{end - i} bytes left over after {header.record_count} records")
     return out
+
+
+def _misfit(offset_delta: int, left: int) -> str:
+    if left > 0:
+        return f"record at offset delta {offset_delta} has {left} bytes left over after its fields"
+    return f"record at offset delta {offset_delta} overruns its length by {-left} bytes"
 
 
 def _decode_headers(

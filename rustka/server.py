@@ -23,7 +23,7 @@ import struct
 from collections import deque
 from typing import Any
 
-from twisted.internet import interfaces
+from twisted.internet import defer, interfaces
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
@@ -59,7 +59,10 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._run_pending = 0
         self._held: deque[tuple[bool, p.Request, list[Any]]] = deque()
         self._stall_timer: Any = None
-        self._unread_bytes = 0
+        self._finishing = False
+        self._held_close: defer.Deferred[None] | None = None
+        self._reserved = 0
+        self._deframing = False
         self.requests = 0
 
     # -- connection lifecycle ---------------------------------------------------
@@ -80,6 +83,8 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._cancel_stall_timer()
         self._slots.clear()
         self._held.clear()
+        if self._held_close is not None and not self._held_close.called:
+            self._held_close.callback(None)
         self.factory.connection_closed(self)
 
     def timeoutConnection(self) -> None:
@@ -99,14 +104,26 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
     def dataReceived(self, data: bytes) -> None:
         """Linear deframing: append to one bytearray, trim consumed frames once per read."""
         self.resetTimeout()
+        self._buffer += data
+        if not self._deframing:
+            self._deframe()
+
+    def _deframe(self) -> None:
+        """Frame what is buffered, stopping as soon as a limit pauses reading."""
+        self._deframing = True
         buf = self._buffer
-        buf += data
         pos = 0
         size = len(buf)
         limit = self.MAX_LENGTH
-        while size - pos >= 4 and not self._closed and not self.transport.disconnecting:
+        while (
+            size - pos >= 4
+            and not self._reading_paused_by
+            and not self._closed
+            and not self.transport.disconnecting
+        ):
             (length,) = _LENGTH.unpack_from(buf, pos)
             if length > limit:
+                self._deframing = False
                 self._buffer = bytearray()
                 self.lengthLimitExceeded(length)
                 return
@@ -117,15 +134,20 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
                 frame = bytes(view[pos + 4 : end])
             pos = end
             self.stringReceived(frame)
+        self._deframing = False
         if pos:
             del buf[:pos]
 
     def lengthLimitExceeded(self, length: int) -> None:
-        """Answer once, then close: the rest of the stream cannot be framed any more."""
+        """Answer once, then close: the rest of the stream cannot be framed any more.
+
+        Requests received before the oversized frame are still answered first,
+        in order, so the Error is never lost behind them.
+        """
         self._respond_now(
             p.Error(f"frame of {length} bytes exceeds the maximum of {self.MAX_LENGTH} bytes")
         )
-        self.transport.loseConnection()
+        self.finish_and_close()
 
     def stringReceived(self, payload: bytes) -> None:
         self.requests += 1
@@ -134,34 +156,62 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         except InvalidRequest as e:
             self._respond_now(p.Error(f"bad request: {e}"))
             return
-        slot: list[Any] = [None]
+        slot: list[Any] = [None, 0]
         self._slots.append(slot)
         if len(self._slots) >= self.factory.config.max_in_flight_per_connection:
             self._pause_reading("in-flight")
         is_write = type(request) in WRITES
-        if self._held or (self._run_pending and is_write != self._run_is_write):
+        if self._held or not self._may_start(is_write, request):
             self._held.append((is_write, request, slot))
         else:
             self._start(is_write, request, slot)
 
+    def _output_cost(self, request: p.Request) -> int:
+        """Bytes a request may add to this connection's output (only batched fetches are big)."""
+        if type(request) is p.FetchBatch:
+            return min(request.max_bytes, self.factory.config.fetch_max_bytes)
+        return 0
+
+    def _may_start(self, is_write: bool, request: p.Request) -> bool:
+        """Whether a request can run now without breaking order or the output budget.
+
+        A run of one kind must finish before a run of the other starts; a batched
+        fetch must fit the connection's output budget (one always may, so a
+        single response larger than the budget is still served) and must not
+        start while the client is not reading what it was already sent.
+        """
+        if self._run_pending and is_write != self._run_is_write:
+            return False
+        cost = self._output_cost(request)
+        if cost:
+            if "output" in self._reading_paused_by:
+                return False
+            budget = self.factory.config.max_output_bytes_per_connection
+            if self._reserved and self._reserved + cost > budget:
+                return False
+        return True
+
     def _start(self, is_write: bool, request: p.Request, slot: list[Any]) -> None:
         self._run_is_write = is_write
         self._run_pending += 1
+        cost = self._output_cost(request)
+        slot[1] = cost
+        self._reserved += cost
         self.factory.broker.handle(request).addCallback(self._completed, slot)
 
     def _release_held(self) -> None:
-        """Start the held requests that may now run: the next run, once the last one ended."""
+        """Start the held requests that may now run, in arrival order."""
         held = self._held
         while held and not self._closed:
-            is_write = held[0][0]
-            if self._run_pending and is_write != self._run_is_write:
+            is_write, request, _ = held[0]
+            if not self._may_start(is_write, request):
                 return
             self._start(*held.popleft())
 
     # -- sending, in order --------------------------------------------------------
 
     def _respond_now(self, response: p.Response) -> None:
-        slot: list[Any] = [response]
+        slot: list[Any] = [response, 0]
         self._slots.append(slot)
         self._flush()
 
@@ -171,38 +221,35 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
             return
         slot[0] = response
         self._flush()
-        if self._held and not self._run_pending:
+        if self._held:
             self._release_held()
 
     def _flush(self) -> None:
         slots = self._slots
         write = self.transport.writeSequence
         while slots and slots[0][0] is not None:
-            parts = p.response_parts(slots.popleft()[0])
-            size = sum(len(part) for part in parts)
-            write([_LENGTH.pack(size), *parts])
-            if "output" in self._reading_paused_by:
-                self._unread_bytes += size + 4
-                if self._unread_bytes > self.factory.config.max_output_bytes_per_connection:
-                    self._drop_stalled_reader()
-                    return
+            response, cost = slots.popleft()
+            self._reserved -= cost
+            parts = p.response_parts(response)
+            write([_LENGTH.pack(sum(len(part) for part in parts)), *parts])
         if "in-flight" in self._reading_paused_by and (
             len(slots) < self.factory.config.max_in_flight_per_connection // 2
         ):
             self._resume_reading("in-flight")
         if not slots:
             self.resetTimeout()
+            self._close_when_answered()
 
     # -- backpressure (IPushProducer, driven by the transport's write buffer) -----
 
     def pauseProducing(self) -> None:
         """The client is not reading its responses: stop reading its requests.
 
-        If it still has not drained its responses after the idle timeout, it is
-        dropped, so a stalled reader cannot pin its buffered output forever.
+        Batched fetches it already sent wait too (see `_may_start`), so its
+        buffered output stays within about twice its output budget. If it has
+        not drained its responses after the idle timeout, it is dropped.
         """
         self._pause_reading("output")
-        self._unread_bytes = 0
         if self._stall_timer is None or not self._stall_timer.active():
             self._stall_timer = self.factory.reactor.callLater(
                 self.factory.config.idle_timeout_ms / 1000, self._drop_stalled_reader
@@ -211,6 +258,8 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
     def resumeProducing(self) -> None:
         self._cancel_stall_timer()
         self._resume_reading("output")
+        if self._held:
+            self._release_held()
 
     def _cancel_stall_timer(self) -> None:
         if self._stall_timer is not None and self._stall_timer.active():
@@ -241,6 +290,22 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._reading_paused_by.discard(reason)
         if not self._reading_paused_by and not self._closed:
             self.transport.resumeProducing()
+            if not self._deframing and len(self._buffer) >= 4:
+                self._deframe()
+
+    def finish_and_close(self) -> defer.Deferred[None]:
+        """Stop reading; close once every request received so far has its answer written."""
+        if self._closed:
+            return defer.succeed(None)
+        self._pause_reading("shutdown")
+        self._finishing = True
+        self._held_close = defer.Deferred()
+        self._close_when_answered()
+        return self._held_close
+
+    def _close_when_answered(self) -> None:
+        if self._finishing and not self._slots:
+            self.transport.loseConnection()
 
     @property
     def pending(self) -> int:
@@ -288,7 +353,26 @@ class BrokerFactory(Factory):
     def connection_closed(self, proto: BrokerProtocol) -> None:
         self.connections.discard(proto)
 
-    def close_all(self) -> None:
-        """Graceful shutdown: finish writing what is queued, then hang up everyone."""
-        for proto in list(self.connections):
-            proto.transport.loseConnection()
+    def close_all(self, timeout: float) -> defer.Deferred[None]:
+        """Graceful shutdown: answer what each client already sent, then hang up.
+
+        Every connection stops reading; each one closes as soon as its last
+        pending response is written. Whatever is still open after ``timeout``
+        seconds is aborted, so a stuck client cannot hold the shutdown.
+        """
+        closing = [proto.finish_and_close() for proto in list(self.connections)]
+        if not closing:
+            return defer.succeed(None)
+        done = defer.gatherResults(closing)
+
+        def abort_stragglers() -> None:
+            for proto in list(self.connections):
+                proto.transport.abortConnection()
+
+        timer = self.reactor.callLater(timeout, abort_stragglers)
+
+        def finished(_: object) -> None:
+            if timer.active():
+                timer.cancel()
+
+        return done.addBoth(finished)

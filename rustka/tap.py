@@ -11,6 +11,7 @@ itself drains its lanes before the pool stops.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,15 @@ class ListenerService(service.Service):
         self._reactor = reactor
         try:
             self.endpoint = endpoints.serverFromString(reactor, description)
-        except (ValueError, TypeError, KeyError, ImportError) as e:
+        except (KeyError, IndexError) as e:
+            if not description.startswith("systemd:"):
+                raise ConfigError(f"{setting}: bad endpoint {description!r}: {e!r}") from e
+            names = os.environ.get("LISTEN_FDNAMES", "(not set)")
+            raise ConfigError(
+                f"{setting}: {description!r}: systemd passed no matching socket "
+                f"(LISTEN_FDNAMES={names}); start rustka through its .socket unit"
+            ) from e
+        except (ValueError, TypeError, ImportError) as e:
             raise ConfigError(f"{setting}: bad endpoint {description!r}: {e}") from e
         self.port: IListeningPort | None = None
         self.listening: defer.Deferred[IListeningPort] = defer.Deferred()
@@ -91,9 +100,9 @@ class _ShutdownConnections(service.Service):
     def __init__(self, factory: BrokerFactory) -> None:
         self.factory = factory
 
-    def stopService(self) -> None:
+    def stopService(self) -> defer.Deferred[None]:
         super().stopService()
-        self.factory.close_all()
+        return self.factory.close_all(self.factory.config.shutdown_timeout_ms / 1000)
 
 
 def build_service(config: Config, reactor: Any = None) -> service.MultiService:
@@ -205,4 +214,4 @@ def makeService(options: Options) -> service.IService:
     try:
         return build_service(options.config)
     except ConfigError as e:
-        raise usage.UsageError(str(e)) from e
+        raise SystemExit(f"twistd rustka: {e}") from None

@@ -765,3 +765,14 @@ def test_error_without_message_still_says_something() -> None:
     """An exception raised without text is reported by its class name, never as ''."""
     assert error_response(None, UnknownTopic()) == Error("UnknownTopic")
     assert error_response(ListGroups(), UnknownTopic()) == Failure(4, "UnknownTopic")
+
+
+def test_messages_are_values_of_their_own_class() -> None:
+    """Equal fields in different message classes are unequal; field-less messages are true."""
+    assert CreateTopic("t", 3) != AlterTopic("t", 3)
+    assert Produced(0, 1) != (0, 1)
+    assert Produced(partition=0, offset=1) == Produced(0, 1)
+    assert {Produced(0, 1): "a"}[Produced(0, 1)] == "a"
+    assert bool(NotFound()) and bool(CommitOk()) and bool(ListGroups())
+    assert Produce.OP == 1 and Batches.TAG == 9
+    assert type(decode_request(REQUESTS[0].payload)) is Produce

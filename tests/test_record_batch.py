@@ -603,3 +603,42 @@ def test_batch_header_is_frozen() -> None:
     assert isinstance(header, BatchHeader)
     with pytest.raises(AttributeError):
         Record(b"k", b"v").key = b"x"  # type: ignore[misc]
+
+
+def test_record_keeps_dataclass_value_semantics() -> None:
+    """Records build by keyword, compare and hash by value, but only against other Records."""
+    record = Record(key=b"k", value=b"v", timestamp=5)
+    assert record == Record(b"k", b"v", (), 5, None)
+    assert hash(record) == hash(Record(b"k", b"v", (), 5, None))
+    assert repr(record) == "Record(key=b'k', value=b'v', headers=(), timestamp=5, offset=None)"
+    plain = (b"k", b"v", (), 5, None)
+    assert record != plain
+    assert plain != record
+    assert not record == plain  # noqa: SIM201 - exercises __eq__ itself
+    with pytest.raises(TypeError):
+        _ = record < Record(b"l", b"v")
+    with pytest.raises(AttributeError):
+        record.offset = 1  # type: ignore[misc]
+
+
+def test_two_byte_varint_boundaries_decode() -> None:
+    """Lengths and deltas at the 1/2/3-byte zig-zag boundaries (63, 64, 8191, 8192) decode."""
+    sizes = [0, 63, 64, 100, 8191, 8192]
+    records = [Record(bytes([n % 251]) * n, b"v" * (n // 2 + 1)) for n in sizes * 20]
+    out = roundtrip(records, base_offset=7)
+    assert [(r.key, r.value) for r in out] == [(r.key, r.value) for r in records]
+    assert [r.offset for r in out] == list(range(7, 7 + len(records)))
+
+
+def test_two_byte_record_length_cut_at_batch_end_is_corrupt() -> None:
+    """A record length whose second varint byte would lie past the batch is CorruptBatch."""
+    batch = reseal_records(three_record_batch(), b"\x80", 1)
+    with pytest.raises(CorruptBatch, match="past the end"):
+        decode_records(batch)
+
+
+def test_record_fields_overrunning_its_length_say_so() -> None:
+    """Fields that run past the record's stated length are reported as an overrun."""
+    batch = reseal_records(three_record_batch(), b"\x02\x00\x00\x00\x01\x01\x00", 1)
+    with pytest.raises(CorruptBatch, match="overruns its length by 5 bytes"):
+        decode_records(batch)
