@@ -33,6 +33,7 @@ from rustka.errors import (
     CorruptBatch,
     OffsetOutOfRange,
     RustkaError,
+    StorageError,
     UnknownPartition,
     UnknownTopic,
 )
@@ -45,6 +46,7 @@ from rustka.record_batch import BatchHeader, Record, encode_batch, parse_header,
 from rustka.segment import SYNC_STATS
 
 PartitionKey = tuple[str, int]
+ERROR_LOG_INTERVAL_S = 60.0
 _OFFSETS_KEY: PartitionKey = ("__offsets", 0)
 
 
@@ -144,6 +146,7 @@ class Broker:
         self._waiters: dict[PartitionKey, list[_Waiter]] = {}
         self._dirty: set[PartitionKey] = set()
         self._pool_work = 0
+        self._logged_at: dict[tuple[str, ...], float] = {}
         self._pool_quiet: list[defer.Deferred[None]] = []
         self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
             p.Produce: self._produce,
@@ -266,11 +269,27 @@ class Broker:
         exc = failure.value
         if isinstance(exc, CorruptBatch):
             self.stats.corrupt_batches += 1
-            self.log.error("corrupt data refused to a client: {message}", message=str(exc))
+            if self._first_in_a_while(("corrupt", str(exc))):
+                self.log.error("corrupt data refused to a client: {message}", message=str(exc))
+        elif isinstance(exc, StorageError) and self._first_in_a_while(("storage", str(exc))):
+            self.log.error("disk error, request refused: {message}", message=str(exc))
         if isinstance(exc, RustkaError):
             return p.error_response(request, exc)
-        self.log.failure("unexpected error handling {request}", failure, request=name)
+        if self._first_in_a_while(("internal", name, type(exc).__name__)):
+            self.log.failure("unexpected error handling {request}", failure, request=name)
         return p.error_response(request, RustkaError(f"internal error: {exc}"))
+
+    def _first_in_a_while(self, key: tuple[str, ...]) -> bool:
+        """Rate-limit repeated error logs: a full disk or a corrupt batch fails every
+        request that touches it, and one line per minute says as much as thousands."""
+        now = time.monotonic()
+        last = self._logged_at.get(key)
+        if last is not None and now - last < ERROR_LOG_INTERVAL_S:
+            return False
+        if len(self._logged_at) > 1024:
+            self._logged_at.clear()
+        self._logged_at[key] = now
+        return True
 
     # -- helpers ---------------------------------------------------------------
 

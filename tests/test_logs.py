@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_twisted
 from twisted.logger import Logger, eventFromJSON, formatEvent, globalLogPublisher
 
 from rustka import protocol as p
@@ -101,4 +102,34 @@ async def test_retention_deletion_is_one_line_per_partition(
         deleted = next(e for e in captured_events if "count" in e)["count"]
         assert deleted == running.broker.stats.retention_deleted_segments > 1
     finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_repeated_corruption_is_logged_once(broker_factory: Any) -> None:
+    """A corrupt batch refused to many readers produces one error line, not one per request."""
+    from twisted.logger import globalLogPublisher
+
+    from rustka.client import BrokerError
+
+    running = await broker_factory()
+    lines: list[dict[str, Any]] = []
+    globalLogPublisher.addObserver(lines.append)
+    try:
+        client = await running.client()
+        partition, offset = await client.produce("c", b"k", b"value-to-corrupt")
+        plog = running.broker.logs.topic("c").partition(partition)
+        segment = plog.segments[-1]
+        with open(segment.log_path, "r+b") as f:
+            f.seek(segment.size - 3)
+            f.write(b"XYZ")
+        for _ in range(20):
+            with pytest.raises(BrokerError):
+                await client.fetch("c", partition, offset)
+        corrupt = [e for e in lines if "corrupt data refused" in e.get("log_format", "")]
+        assert len(corrupt) == 1
+        assert running.broker.stats.corrupt_batches == 20
+        await client.close()
+    finally:
+        globalLogPublisher.removeObserver(lines.append)
         await running.stop()
