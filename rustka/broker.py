@@ -31,6 +31,7 @@ from rustka.config import Config
 from rustka.errors import (
     BrokerUnavailable,
     CorruptBatch,
+    InvalidPartitionCount,
     OffsetOutOfRange,
     RustkaError,
     StorageError,
@@ -146,6 +147,7 @@ class Broker:
         self._waiters: dict[PartitionKey, list[_Waiter]] = {}
         self._dirty: set[PartitionKey] = set()
         self._pool_work = 0
+        self._partitions_in_creation = 0
         self._logged_at: dict[tuple[str, ...], float] = {}
         self._pool_quiet: list[defer.Deferred[None]] = []
         self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
@@ -319,7 +321,33 @@ class Broker:
             return defer.succeed(topic)
         if not self.config.auto_create_topics:
             raise UnknownTopic(f"unknown topic {name!r} (auto-create is disabled)")
-        return self._run(self.logs.get_or_create, name, self.config.default_partitions)
+        count = self.config.default_partitions
+        return self._with_partitions(count, self.logs.get_or_create, name, count)
+
+    def _with_partitions(
+        self, count: int, f: Callable[..., Any], *args: Any
+    ) -> defer.Deferred[Any]:
+        """Run topic creation or growth on the pool within the broker-wide partition cap.
+
+        Every partition holds open files, so the cap (``max_partitions``) keeps
+        valid but greedy requests from exhausting the process's descriptors.
+        Partitions being created count against it until their creation ends.
+        """
+        assert self.logs is not None
+        existing = sum(len(t.partitions) for t in self.logs.topics.values())
+        limit = self.config.max_partitions
+        if existing + self._partitions_in_creation + count > limit:
+            raise InvalidPartitionCount(
+                f"the broker's limit of {limit} partitions would be exceeded "
+                f"({existing} exist, {count} more requested)"
+            )
+        self._partitions_in_creation += count
+
+        def release(result: Any) -> Any:
+            self._partitions_in_creation -= count
+            return result
+
+        return self._run(f, *args).addBoth(release)
 
     def lane(self, topic: str, partition: int) -> Lane:
         """The serial lane that owns writes to one partition."""
@@ -526,12 +554,13 @@ class Broker:
     def _create_topic(self, req: p.CreateTopic) -> defer.Deferred[p.Response]:
         assert self.logs is not None
         validate_topic(req.topic)
-        d = self._run(self.logs.create_topic, req.topic, req.partitions)
+        d = self._with_partitions(req.partitions, self.logs.create_topic, req.topic, req.partitions)
         return d.addCallback(lambda topic: p.TopicInfo(req.topic, len(topic.partitions)))
 
     def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
         topic = self._topic(req.topic)
-        d = self._run(topic.add_partitions, req.partitions)
+        added = max(0, req.partitions - len(topic.partitions))
+        d = self._with_partitions(added, topic.add_partitions, req.partitions)
         return d.addCallback(lambda _: p.TopicInfo(req.topic, len(topic.partitions)))
 
     def _list_groups(self, req: p.ListGroups) -> p.Response:

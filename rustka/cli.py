@@ -361,7 +361,7 @@ async def cmd_topics(args: argparse.Namespace, out: TextIO) -> int:
             data = [{"topic": t.name, "partitions": len(t.partitions)} for t in meta]
             _emit(out, args, data, lambda: "".join(f"{t['topic']}\n" for t in data))
         elif args.action == "describe":
-            meta = await client.metadata([args.topic] if args.topic else [])
+            meta = await client.metadata([args.topic] if args.topic is not None else [])
             data = [
                 {
                     "topic": t.name,
@@ -634,13 +634,15 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
             parser.error("produce takes KEY VALUE or --file PATH, not both")
         if args.file is None and (args.key is None or args.value is None):
             parser.error("produce needs KEY and VALUE (or --file PATH)")
-    if args.command in ("produce", "fetch", "consume", "topics") and getattr(args, "topic", None):
-        from rustka.names import validate_topic
+    from rustka.names import validate_group, validate_topic
 
-        try:
+    try:
+        if getattr(args, "topic", None) is not None:
             validate_topic(args.topic)
-        except RustkaError as e:
-            parser.error(str(e))
+        if getattr(args, "group", None) is not None:
+            validate_group(args.group)
+    except RustkaError as e:
+        parser.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:

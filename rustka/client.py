@@ -9,7 +9,7 @@ names, tag 15 as :class:`~rustka.errors.OffsetOutOfRange`), so callers handle
 one exception family whatever the transport did.
 
 Responses may be large (a FetchBatch of several MiB), so the receive path is a
-linear deframer instead of Int32StringReceiver's, which copies its whole buffer
+linear deframer (rustka.framing) instead of Int32StringReceiver's, which copies its whole buffer
 on every read and goes quadratic on big frames.
 """
 
@@ -27,7 +27,6 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import HostnameEndpoint, clientFromString, connectProtocol
 from twisted.internet.error import ConnectError
 from twisted.internet.interfaces import IStreamClientEndpoint
-from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
 
 import rustka
@@ -39,6 +38,7 @@ from rustka.errors import (
     OffsetOutOfRange,
     RustkaError,
 )
+from rustka.framing import LinearInt32StringReceiver
 from rustka.protocol import GroupOffset, TopicMetadata, Welcome
 from rustka.record_batch import Record, decode_records, encode_batch, parse_header
 
@@ -123,7 +123,7 @@ _Pending = tuple[Deferred[Any], Callable[[p.Response], Any]]
 _CONNECTING, _OPEN, _CLOSING, _CLOSED = range(4)
 
 
-class RustkaClientProtocol(Int32StringReceiver):
+class RustkaClientProtocol(LinearInt32StringReceiver):
     """One connection to a broker; see the module docstring.
 
     ``MAX_LENGTH`` bounds a response frame (default 64 MiB; set it on the
@@ -134,7 +134,7 @@ class RustkaClientProtocol(Int32StringReceiver):
     MAX_LENGTH = 64 * 1024 * 1024
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        super().__init__()
         self._pending: deque[_Pending] = deque()
         self._state = _CONNECTING
         self._close_reason: str | None = None
@@ -155,7 +155,7 @@ class RustkaClientProtocol(Int32StringReceiver):
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._state = _CLOSED
-        self._buffer = bytearray()
+        self.discard_buffer()
         why = self._close_reason or (
             reason.getErrorMessage() if reason is not None else "connection lost"
         )
@@ -203,28 +203,8 @@ class RustkaClientProtocol(Int32StringReceiver):
 
     # -- receiving -----------------------------------------------------------
 
-    def dataReceived(self, data: bytes) -> None:
-        """Linear deframing: append to one bytearray, trim consumed frames once per read."""
-        buf = self._buffer
-        buf += data
-        pos = 0
-        size = len(buf)
-        limit = self.MAX_LENGTH
-        while size - pos >= 4 and not self._aborted and self._state != _CLOSED:
-            (length,) = _LENGTH.unpack_from(buf, pos)
-            if length > limit:
-                self._buffer = bytearray()
-                self.lengthLimitExceeded(length)
-                return
-            end = pos + 4 + length
-            if end > size:
-                break
-            with memoryview(buf) as view:
-                frame = bytes(view[pos + 4 : end])
-            pos = end
-            self.stringReceived(frame)
-        if pos:
-            del buf[:pos]
+    def framing_paused(self) -> bool:
+        return self._aborted or self._state == _CLOSED
 
     def lengthLimitExceeded(self, length: int) -> None:
         self._drop(

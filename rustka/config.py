@@ -97,6 +97,7 @@ class Config:
     data_dir: str = "data"
     listen: list[str] = field(default_factory=lambda: [DEFAULT_LISTEN])
     default_partitions: int = 3
+    max_partitions: int = 4000
     auto_create_topics: bool = True
     max_frame_bytes: int = 16 * 1024**2
     segment_bytes: int = 1024**3
@@ -182,6 +183,7 @@ class Config:
             raise ConfigError("listen: at least one endpoint is required")
         positive = {
             "default_partitions": self.default_partitions,
+            "max_partitions": self.max_partitions,
             "segment_bytes": self.segment_bytes,
             "index_interval_bytes": self.index_interval_bytes,
             "io_threads": self.io_threads,

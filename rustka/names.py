@@ -15,6 +15,8 @@ MAX_TOPIC_LENGTH = 249
 MAX_GROUP_LENGTH = 255
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 OFFSETS_TOPIC = "__offsets"
+# Files the broker keeps at the top of the data dir, beside the topic folders.
+RESERVED_FILE_NAMES = frozenset({".clean-shutdown", "manhole_host_key"})
 
 
 def validate_topic(name: str, *, internal_ok: bool = False) -> str:
@@ -30,7 +32,7 @@ def validate_topic(name: str, *, internal_ok: bool = False) -> str:
         raise InvalidName(
             f"invalid topic name {name!r}: only A-Z, a-z, 0-9, '.', '_' and '-' are allowed"
         )
-    if name in (".", ".."):
+    if name in (".", "..") or name in RESERVED_FILE_NAMES:
         raise InvalidName(f"invalid topic name {name!r}")
     if name.startswith("__") and not internal_ok:
         raise InvalidName(f"invalid topic name {name!r}: names starting with '__' are reserved")

@@ -1,10 +1,9 @@
 """The TCP face of the broker: framing, ordering, and per-connection limits.
 
 `BrokerProtocol` is an `Int32StringReceiver` (u32 big-endian length prefix,
-checked against `MAX_LENGTH` before a byte of payload is buffered). Its
-receive path is replaced with a linear one: the stock class rebuilds its
-buffer with ``bytes + bytes`` on every read, which is quadratic in the frame
-size for multi-MiB produce requests.
+checked against `MAX_LENGTH` before a byte of payload is buffered) with the
+linear receive path of `rustka.framing`, so multi-MiB produce requests cost
+time proportional to their size.
 
 The protocol has no correlation ids, so responses must leave in request order
 (PROTOCOL.md rule 1) even though the broker completes them out of order; each
@@ -26,7 +25,6 @@ from typing import Any
 from twisted.internet import defer, interfaces
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
-from twisted.protocols.basic import Int32StringReceiver
 from twisted.protocols.policies import TimeoutMixin
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -35,6 +33,7 @@ from rustka import protocol as p
 from rustka.broker import Broker
 from rustka.config import Config
 from rustka.errors import InvalidRequest
+from rustka.framing import LinearInt32StringReceiver
 
 _LENGTH = struct.Struct("!I")
 
@@ -44,14 +43,14 @@ WRITES: frozenset[type] = frozenset(
 
 
 @implementer(interfaces.IPushProducer)
-class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
+class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     """One client connection; see the module docstring."""
 
     log = Logger()
     factory: BrokerFactory
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        super().__init__()
         self._slots: deque[list[Any]] = deque()
         self._reading_paused_by: set[str] = set()
         self._closed = False
@@ -62,7 +61,6 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._finishing = False
         self._held_close: defer.Deferred[None] | None = None
         self._reserved = 0
-        self._deframing = False
         self.requests = 0
 
     # -- connection lifecycle ---------------------------------------------------
@@ -102,41 +100,13 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
     # -- receiving --------------------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
-        """Linear deframing: append to one bytearray, trim consumed frames once per read."""
         self.resetTimeout()
-        self._buffer += data
-        if not self._deframing:
-            self._deframe()
+        super().dataReceived(data)
 
-    def _deframe(self) -> None:
-        """Frame what is buffered, stopping as soon as a limit pauses reading."""
-        self._deframing = True
-        buf = self._buffer
-        pos = 0
-        size = len(buf)
-        limit = self.MAX_LENGTH
-        while (
-            size - pos >= 4
-            and not self._reading_paused_by
-            and not self._closed
-            and not self.transport.disconnecting
-        ):
-            (length,) = _LENGTH.unpack_from(buf, pos)
-            if length > limit:
-                self._deframing = False
-                self._buffer = bytearray()
-                self.lengthLimitExceeded(length)
-                return
-            end = pos + 4 + length
-            if end > size:
-                break
-            with memoryview(buf) as view:
-                frame = bytes(view[pos + 4 : end])
-            pos = end
-            self.stringReceived(frame)
-        self._deframing = False
-        if pos:
-            del buf[:pos]
+    def framing_paused(self) -> bool:
+        """Stop deframing as soon as a limit pauses reading: one 64 KiB read can hold
+        thousands of small requests, and none of them may slip past the limit."""
+        return bool(self._reading_paused_by) or self._closed or self.transport.disconnecting
 
     def lengthLimitExceeded(self, length: int) -> None:
         """Answer once, then close: the rest of the stream cannot be framed any more.
@@ -290,8 +260,7 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
         self._reading_paused_by.discard(reason)
         if not self._reading_paused_by and not self._closed:
             self.transport.resumeProducing()
-            if not self._deframing and len(self._buffer) >= 4:
-                self._deframe()
+            self.deframe()
 
     def finish_and_close(self) -> defer.Deferred[None]:
         """Stop reading; close once every request received so far has its answer written."""
@@ -305,6 +274,9 @@ class BrokerProtocol(Int32StringReceiver, TimeoutMixin):
 
     def _close_when_answered(self) -> None:
         if self._finishing and not self._slots:
+            # Unregister first: a paused streaming producer would otherwise be
+            # resumed when the write buffer drains, and the close never happen.
+            self.transport.unregisterProducer()
             self.transport.loseConnection()
 
     @property

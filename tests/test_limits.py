@@ -361,3 +361,45 @@ async def test_fetch_response_is_capped_by_fetch_max_bytes(broker_factory: Any) 
         await close(c)
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_partition_cap_bounds_topic_creation(broker_factory: Any) -> None:
+    """Valid but greedy creates stop at max_partitions; existing topics keep working."""
+    running = await broker_factory(max_partitions=10)
+    try:
+        c = await connect_raw(running)
+        await create_topic(c, "a", 6)
+        [refused] = decoded(await c.ask(request(p.CreateTopic("b", 5))))
+        assert isinstance(refused, p.Failure) and "limit of 10 partitions" in refused.message
+        [refused] = decoded(await c.ask(request(p.AlterTopic("a", 11))))
+        assert isinstance(refused, p.Failure)
+        [auto] = decoded(await c.ask(request(p.Produce("auto", b"k", b"v"))))
+        assert isinstance(auto, p.Produced)
+        [refused] = decoded(await c.ask(request(p.Produce("more", b"k", b"v"))))
+        assert isinstance(refused, p.Error) and "limit of 10 partitions" in refused.message
+        assert sorted(running.broker.logs.topics) == ["a", "auto"]
+        await close(c)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_oversized_frame_closes_even_with_output_backed_up(broker_factory: Any) -> None:
+    """Answers queued before an oversized frame are delivered, then the connection closes."""
+    running = await broker_factory(max_frame_bytes=64 * 1024, flush="never")
+    try:
+        admin = await connect_raw(running)
+        await create_topic(admin, "o")
+        await admin.ask(request(p.ProduceBatch("o", 0, big_batch(60 * 1024, chunk=60 * 1024))))
+        c = await connect_raw(running)
+        got = c.expect(201)
+        fetch = request(p.FetchBatch("o", 0, 0, 1 << 20, 0))
+        c.transport.write(fetch * 200 + struct.pack("!I", 1 << 20))
+        answers = decoded(await with_timeout(got))
+        assert all(isinstance(a, p.Batches) for a in answers[:200])
+        assert isinstance(answers[200], p.Error) and "exceeds the maximum" in answers[200].message
+        await with_timeout(c.lost)
+        await close(admin)
+    finally:
+        await running.stop()

@@ -16,13 +16,12 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_twisted
 from twisted.internet import threads
 
-from rustka.errors import InvalidName, UnknownTopic
+from rustka.errors import InvalidName
 from rustka.record_batch import Record, encode_batch
 from tests.conftest import RunningBroker, start_broker
 from tools.wire import SyncClient, frame
@@ -51,9 +50,6 @@ BAD_TOPICS = [
     "new\nline",
     "tab\there",
 ]
-# names the validator accepts but the broker reserves (its marker file): refused, just not
-# always with InvalidName (looking one up says "unknown topic")
-RESERVED_VALID = {".clean-shutdown"}
 BAD_GROUPS = ["", "con\x00trol", "new\nline", "x" * 256, "del\x7f"]
 
 SEED_OPS = (1, 2, 3, 4)
@@ -139,13 +135,8 @@ async def test_native_ops_refuse_bad_topic_names(broker: RunningBroker, watched:
     cases = [(name, op) for name in BAD_TOPICS for op in TOPIC_OPS]
     cases += [("<invalid utf-8>", op) for op in TOPIC_OPS]
     for (name, op), answer in zip(cases, answers, strict=True):
-        if name in RESERVED_VALID and op == 4:
-            # a legal name: OffsetFetch does not look the topic up, and finds no commit
-            assert answer == b"\x03", answer
-        elif name == "<invalid utf-8>" or op in SEED_OPS:
+        if name == "<invalid utf-8>" or op in SEED_OPS:
             assert answer[0] == 4, (name, op, answer)
-        elif name in RESERVED_VALID:
-            assert failure_code(answer) in (InvalidName.code, UnknownTopic.code), (name, op)
         else:
             assert failure_code(answer) == InvalidName.code, (name, op, answer)
     assert sorted(broker.broker.logs.topics) == [GOOD]
@@ -198,9 +189,7 @@ def _cli_cases() -> list[tuple[str, ...]]:
             ("topics", "create", name, "--partitions", "1"),
             ("topics", "alter", name, "--partitions", "5"),
         ]
-        if name:
-            # `topics describe ""` means "every topic" to the CLI (reported, not a path risk)
-            cases.append(("topics", "describe", name))
+        cases.append(("topics", "describe", name))
     for group in BAD_GROUPS:
         if "\x00" in group:
             continue
@@ -237,8 +226,7 @@ async def test_manhole_helpers_refuse_bad_names(broker: RunningBroker, watched: 
     await threads.deferToThread(ask, broker.port, [request(9, GOOD)])
     namespace = admin_namespace(broker.broker, broker.factory, broker.broker.io)
     for name in BAD_TOPICS:
-        expected: Any = (InvalidName, UnknownTopic) if name in RESERVED_VALID else InvalidName
-        with pytest.raises(expected):
+        with pytest.raises(InvalidName):
             namespace["partitions"](name)
     namespace["partitions"](GOOD)
     assert sorted(broker.broker.logs.topics) == [GOOD]
