@@ -6,91 +6,32 @@ and the test reads the bound port from its log, so nothing waits on a sleep.
 
 from __future__ import annotations
 
-import os
-import queue
 import re
 import signal
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
-LISTENING = re.compile(r"listening on .*port=(\d+)")
+from tests.twistd_process import BIN, LISTENING, Twistd
 
 
-class Daemon:
-    """A `twistd rustka` subprocess whose output is read by a thread."""
-
-    def __init__(self, data_dir: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                str(BIN / "twistd"),
-                "--nodaemon",
-                "--pidfile=",
-                "rustka",
-                "--data-dir",
-                str(data_dir),
-                "--listen",
-                "tcp:0:interface=127.0.0.1",
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.port = int(self.wait_for(LISTENING).group(1))
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put("")
-
-    def wait_for(self, pattern: re.Pattern[str], timeout: float = 30) -> re.Match[str]:
-        while True:
-            line = self.lines.get(timeout=timeout)
-            self.output.append(line)
-            if line == "":
-                raise AssertionError("broker exited:\n" + "".join(self.output))
-            match = pattern.search(line)
-            if match:
-                return match
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        status = self.proc.wait(timeout=30)
-        self.drain()
-        return status
-
-    def drain(self) -> None:
-        """Collect the remaining output and close the pipe once the pump has seen EOF."""
-        while True:
-            line = self.lines.get(timeout=30)
-            if line == "":
-                break
-            self.output.append(line)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+def start_daemon(data_dir: Path, started: list[Twistd]) -> tuple[Twistd, int]:
+    """`twistd --nodaemon rustka` on an ephemeral port, serving once storage is ready."""
+    daemon = Twistd(["--data-dir", str(data_dir), "--listen", "tcp:0:interface=127.0.0.1"])
+    started.append(daemon)
+    port = daemon.port()
+    daemon.wait_for("storage ready")
+    return daemon, port
 
 
 @pytest.fixture
-def run_daemon(tmp_path: Path) -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
+def run_daemon() -> Iterator[list[Twistd]]:
+    started: list[Twistd] = []
     yield started
-    for d in started:
-        if d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait()
-        if d.proc.stdout is not None and not d.proc.stdout.closed:
-            d.drain()
+    for daemon in started:
+        daemon.__exit__(None, None, None)
 
 
 def cli(port: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -111,12 +52,10 @@ def test_twistd_lists_the_plugin() -> None:
     assert re.search(r"^\s+rustka\s+Kafka-style", out, re.M)
 
 
-def test_seed_cli_story_under_twistd(tmp_path: Path, run_daemon: list[Daemon]) -> None:
+def test_seed_cli_story_under_twistd(tmp_path: Path, run_daemon: list[Twistd]) -> None:
     """produce / fetch / consume behave as the seed says, and survive a restart."""
     data = tmp_path / "data"
-    daemon = Daemon(data)
-    run_daemon.append(daemon)
-    port = daemon.port
+    daemon, port = start_daemon(data, run_daemon)
 
     out = cli(port, "produce", "orders", "user-1", "placed order").stdout
     m = re.fullmatch(r"produced to orders partition (\d) at offset 0\n", out)
@@ -140,9 +79,7 @@ def test_seed_cli_story_under_twistd(tmp_path: Path, run_daemon: list[Daemon]) -
     assert status in (0, -signal.SIGTERM), daemon.output
     assert (data / ".clean-shutdown").exists()
 
-    again = Daemon(data)
-    run_daemon.append(again)
-    port = again.port
+    again, port = start_daemon(data, run_daemon)
     assert cli(port, "fetch", "orders", part, "2").stdout == "2\tuser-1\tshipped\n"
     assert cli(port, "consume", "analytics", "orders", part).stdout == ""
     cli(port, "produce", "orders", "user-1", "delivered")
@@ -164,11 +101,10 @@ def test_cli_reports_unreachable_broker_in_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "cannot reach the broker" in result.stderr
 
 
-def test_cli_reports_broker_errors(tmp_path: Path, run_daemon: list[Daemon]) -> None:
+def test_cli_reports_broker_errors(tmp_path: Path, run_daemon: list[Twistd]) -> None:
     """An Error answer becomes exit status 1 and the broker's message."""
-    daemon = Daemon(tmp_path / "data")
-    run_daemon.append(daemon)
-    result = cli(daemon.port, "fetch", "nosuchtopic", "0", "0", check=False)
+    daemon, port = start_daemon(tmp_path / "data", run_daemon)
+    result = cli(port, "fetch", "nosuchtopic", "0", "0", check=False)
     assert result.returncode == 1
     assert "unknown topic" in result.stderr and result.stderr.count("\n") == 1
     daemon.stop()
