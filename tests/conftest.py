@@ -35,8 +35,9 @@ class RunningBroker:
             await self.top.stopService()
 
     async def client(self) -> Any:
-        from rustka.client import connect
         from twisted.internet import reactor
+
+        from rustka.client import connect
 
         return await connect(reactor, self.address)
 
@@ -68,6 +69,25 @@ async def broker(data_dir: Path) -> AsyncIterator[RunningBroker]:
         yield running
     finally:
         await running.stop()
+
+
+def within(d: Any, seconds: float = 20) -> Any:
+    """Fail instead of hanging the suite if a Deferred never fires."""
+    from twisted.internet import reactor
+
+    return d.addTimeout(seconds, reactor)
+
+
+@pytest_twisted.async_yield_fixture
+async def client(broker: RunningBroker) -> AsyncIterator[Any]:
+    """A client library connection to the ``broker`` fixture, closed afterwards."""
+    from twisted.internet import defer
+
+    c = await within(defer.ensureDeferred(broker.client()))
+    try:
+        yield c
+    finally:
+        await within(c.close())
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,23 +13,7 @@ from rustka.client import RustkaClientProtocol
 from rustka.consumer import Consumer
 from rustka.errors import InvalidRequest, OffsetOutOfRange, UnknownPartition
 from rustka.record_batch import Record
-from tests.conftest import RunningBroker
-
-
-def within(d: defer.Deferred[Any], seconds: float = 20) -> defer.Deferred[Any]:
-    """Fail instead of hanging the suite if a Deferred never fires."""
-    from twisted.internet import reactor
-
-    return d.addTimeout(seconds, reactor)
-
-
-@pytest_twisted.async_yield_fixture
-async def client(broker: RunningBroker) -> AsyncIterator[RustkaClientProtocol]:
-    c = await within(defer.ensureDeferred(broker.client()))
-    try:
-        yield c
-    finally:
-        await within(c.close())
+from tests.conftest import RunningBroker, within
 
 
 async def fill(client: RustkaClientProtocol, topic: str, count: int, per_batch: int = 10) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,23 +12,7 @@ from rustka.client import RustkaClientProtocol
 from rustka.errors import InvalidRequest, UnknownTopic
 from rustka.partitioner import partition_for_key
 from rustka.producer import BatchingProducer
-from tests.conftest import RunningBroker
-
-
-def within(d: defer.Deferred[Any], seconds: float = 20) -> defer.Deferred[Any]:
-    """Fail instead of hanging the suite if a Deferred never fires."""
-    from twisted.internet import reactor
-
-    return d.addTimeout(seconds, reactor)
-
-
-@pytest_twisted.async_yield_fixture
-async def client(broker: RunningBroker) -> AsyncIterator[RustkaClientProtocol]:
-    c = await within(defer.ensureDeferred(broker.client()))
-    try:
-        yield c
-    finally:
-        await within(c.close())
+from tests.conftest import within
 
 
 async def read_all(client: RustkaClientProtocol, topic: str, partition: int) -> list[Any]:
