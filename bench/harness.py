@@ -15,7 +15,9 @@ of them alike; the table shows the median of the rounds.
 
 Rows named ``rustka-raw`` run W1 with one pre-encoded batch sent over and over:
 the broker's own capacity, the counterpart of ``redis-benchmark`` (a C client
-repeating one command), next to the Python BatchingProducer's ``rustka`` rows.
+repeating one command), next to the Python BatchingProducer's ``rustka`` rows
+(one ``send()`` per record) and ``rustka-many`` rows (``send_many()`` of 1000
+records at a time, the counterpart of redis-py's pipeline of 1000).
 
 Pairings: rustka ``flush=always`` (fsync before every acknowledgement, group
 committed) compares with Redis ``appendfsync always``; ``flush=interval``
@@ -196,7 +198,10 @@ def stop(server: Server) -> None:
             server.proc.wait()
 
 
-def run_driver(system: System, workload: str, spec: dict[str, Any]) -> dict[str, Any]:
+def run_driver(
+    system: System, workload: str, spec: dict[str, Any], profile: Path | None = None
+) -> dict[str, Any]:
+    """One driver process; with ``profile``, py-spy samples it into that file as well."""
     driver_workload = system.workloads.get(workload, workload)
     full = {
         "workload": driver_workload,
@@ -207,6 +212,9 @@ def run_driver(system: System, workload: str, spec: dict[str, Any]) -> dict[str,
         **spec,
     }
     cmd = [PYTHON, str(HERE / f"{system.driver}_driver.py"), json.dumps(full)]
+    exe = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
+    if profile is not None and Path(exe).exists():
+        cmd = [exe, "record", "--format", "raw", "--rate", "200", "-o", str(profile), "--", *cmd]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -298,6 +306,7 @@ def build_systems(base: Path, flushes: list[str], skipped: list[str]) -> list[Sy
         server = start_rustka(base, flush)
         systems.append(System(f"rustka/{flush}", "rustka", server, rustka_all))
         systems.append(System(f"rustka-raw/{flush}", "rustka", server, {"W1": "W1-raw"}))
+        systems.append(System(f"rustka-many/{flush}", "rustka", server, {"W1": "W1-many"}))
     if shutil.which("redis-server") is None:
         skipped.append("redis: redis-server is not installed (apt-get install redis-server)")
     elif importlib.util.find_spec("redis") is None:
@@ -409,7 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush", default="always,interval", help="rustka flush modes to run")
     ap.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 1)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
-    ap.add_argument("--py-spy", type=Path, default=None, help="profile rustka's W1/W3 here")
+    ap.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        help="profile rustka's broker and driver (round 1 of W1, W2, W3, W5) into this dir",
+    )
     ap.add_argument("--no-peers", action="store_true", help="run rustka only")
     args = ap.parse_args(argv)
 
@@ -438,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     systems.append(
                         System(f"rustka-raw/{flush}", "rustka", server, {"W1": "W1-raw"})
+                    )
+                    systems.append(
+                        System(f"rustka-many/{flush}", "rustka", server, {"W1": "W1-many"})
                     )
                 skipped.append("peers: --no-peers")
             else:
@@ -481,8 +498,11 @@ def main(argv: list[str] | None = None) -> int:
                             profile = (
                                 args.py_spy / f"{system.label.replace('/', '-')}-{workload}.txt"
                             )
+                        client_profile = (
+                            None if profile is None else profile.with_suffix(".client.txt")
+                        )
                         with py_spy(system.server.pid, profile):
-                            res = run_driver(system, workload, spec)
+                            res = run_driver(system, workload, spec, client_profile)
                         results.setdefault((system.label, workload), []).append(res)
                         rate = res["records"] / res["seconds"] if res.get("seconds") else 0
                         failed = "" if res.get("ok") else f"FAILED {res.get('note')}"

@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/wire.py [--quick]
 
-Seed Produce (op 1) costs a request decode, a one-record batch encode and a
-response encode per record; batched produce costs validate_batches per
+Seed Produce (op 1) costs a request decode, its share of the batch its burst
+is stored as, and a response encode per record; batched produce costs validate_batches per
 batch; the consumer pays decode_records per record. Knowing each cost tells
 which path can reach a million records per second in CPython and which cannot.
 """
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rustka import protocol as p
+from rustka.broker import _seed_batches
 from rustka.partitioner import partition_for_key
 from rustka.record_batch import (
     Record,
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"116-byte records (16-byte key, 100-byte value); batches of {BATCH}")
     bench("seed Produce: decode_request", 1, lambda: p.decode_request(produce), seconds)
     bench("seed Produce: encode_batch of one record", 1, lambda: encode_batch(one), seconds)
+    burst = [p.Produce("bench", key_for(i), VALUE) for i in range(256)]
+    bench("seed Produce: a burst of 256 as one batch", 256, lambda: _seed_batches(burst), seconds)
     bench(
         "seed Produce: response_parts(Produced)",
         1,

@@ -50,6 +50,16 @@ PartitionKey = tuple[str, int]
 ERROR_LOG_INTERVAL_S = 60.0
 _OFFSETS_KEY: PartitionKey = ("__offsets", 0)
 
+_PRODUCE = "Produce"
+_new_tuple: Callable[..., Any] = tuple.__new__
+
+Reply = Callable[[list[Any], list[p.Response]], None]
+"""``reply(tokens, responses)``: how `Broker.produce_many` hands answers back."""
+
+
+def _fire_first(tokens: list[Any], responses: list[p.Response]) -> None:
+    tokens[0].callback(responses[0])
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -93,6 +103,12 @@ class LatencyHistogram:
         self.total += seconds
         self.count += 1
 
+    def observe_many(self, seconds: float, count: int) -> None:
+        """``count`` requests that took the same time (a burst answered together)."""
+        self.counts[bisect_left(LATENCY_BUCKETS, seconds)] += count
+        self.total += seconds * count
+        self.count += count
+
 
 @dataclass
 class BrokerStats:
@@ -116,6 +132,30 @@ class BrokerStats:
     @property
     def fsync_seconds(self) -> float:
         return SYNC_STATS.seconds
+
+
+def _seed_batches(requests: list[p.Produce]) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    """Seed records as stored batches: each record its own one-record batch.
+
+    MISSION.md fixes that a native single-record Produce is stored as a
+    one-record batch (so a later Kafka-protocol fetch serves it exactly as it
+    was produced); the burst still costs one write, since the batches are
+    concatenated into one payload for the lane. Each record is its own Produce
+    and carries no timestamp, so all get the broker's clock at arrival.
+    """
+    timestamp = now_ms()
+    make = _new_tuple
+    record = Record
+    batches = [
+        encode_batch([make(record, (key, value, (), None, None))], timestamp=timestamp)
+        for _, key, value in requests
+    ]
+    validated: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    for batch in batches:
+        validated.append((pos, parse_header(batch)))
+        pos += len(batch)
+    return (batches[0] if len(batches) == 1 else b"".join(batches)), validated
 
 
 class _Waiter:
@@ -150,6 +190,8 @@ class Broker:
         self._partitions_in_creation = 0
         self._logged_at: dict[tuple[str, ...], float] = {}
         self._pool_quiet: list[defer.Deferred[None]] = []
+        # Topics being auto-created -> seed produces waiting for them, in arrival order.
+        self._creating: dict[str, list[tuple[p.Produce, Any, Reply, float | None]]] = {}
         self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
             p.Produce: self._produce,
             p.Fetch: self._fetch,
@@ -402,23 +444,144 @@ class Broker:
     # -- seed operations ---------------------------------------------------------
 
     def _produce(self, req: p.Produce) -> defer.Deferred[p.Response]:
-        assert self.logs is not None
-        topic = self.logs.topics.get(req.topic)
-        if topic is None:
-            return self._topic_for_produce(req.topic).addCallback(self._produce_to, req)
-        return self._produce_to(topic, req)
+        d: defer.Deferred[p.Response] = defer.Deferred()
+        self._produce_burst([req], [d], _fire_first, None)
+        return d
 
-    def _produce_to(self, topic: Any, req: p.Produce) -> defer.Deferred[p.Response]:
-        """Store a seed Produce as a one-record batch in the partition its key routes to."""
-        payload = encode_batch([Record(key=req.key, value=req.value)], timestamp=now_ms())
-        partition = topic.partition_for_key(req.key)
-        return self._append(
-            req.topic,
-            partition,
-            payload,
-            [(0, parse_header(payload))],
-            lambda first, _last: p.Produced(partition, first),
-        )
+    def produce_many(self, requests: list[p.Produce], tokens: list[Any], reply: Reply) -> None:
+        """Seed Produce requests that arrived together: one lane append per partition.
+
+        `handle` costs a Deferred chain per request, which is most of a one-record
+        request's price; a connection hands its burst of Produce frames here
+        instead. ``reply(tokens, responses)`` is called on the reactor thread
+        once per partition touched (possibly before this returns), with the
+        tokens of that partition's requests in arrival order and their
+        responses (`Produced`, or `Error` like `handle` would answer). Each
+        request is counted and timed in the stats as if it went through `handle`.
+        """
+        stats = self.stats
+        stats.requests[_PRODUCE] = stats.requests.get(_PRODUCE, 0) + len(requests)
+        self._produce_burst(requests, tokens, reply, time.perf_counter())
+
+    def _produce_burst(
+        self, requests: list[p.Produce], tokens: list[Any], reply: Reply, started: float | None
+    ) -> None:
+        """Route each record and queue one append per partition.
+
+        ``started`` is None when `handle` does the accounting itself.
+        """
+        if not self.accepting:
+            failure = Failure(BrokerUnavailable("the broker is shutting down"))
+            self._produce_failed(requests, tokens, reply, started, failure)
+            return
+        assert self.logs is not None
+        topics = self.logs.topics
+        creating = self._creating
+        groups: dict[PartitionKey, tuple[list[p.Produce], list[Any]]] = {}
+        for req, token in zip(requests, tokens, strict=True):
+            name = req[0]
+            topic = topics.get(name)
+            if topic is None or (creating and name in creating):
+                self._produce_after_creation(req, token, reply, started)
+                continue
+            partitions = topic.partitions
+            partition = 0 if len(partitions) == 1 else topic.partition_for_key(req[1])
+            key = (name, partition)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = ([req], [token])
+            else:
+                group[0].append(req)
+                group[1].append(token)
+        for key, (reqs, toks) in groups.items():
+            lane = self._lanes.get(key) or self.lane(*key)
+            try:
+                payload, validated = _seed_batches(reqs)
+            except Exception:
+                self._produce_failed(reqs, toks, reply, started, Failure())
+                continue
+            lane.append_to(
+                (payload, validated),
+                self._seed_appended,
+                (key, reqs, toks, reply, started, len(payload)),
+            )
+
+    def _produce_after_creation(
+        self, req: p.Produce, token: Any, reply: Reply, started: float | None
+    ) -> None:
+        """Auto-create the topic (on the pool), then append in arrival order.
+
+        Every produce to a topic in creation waits in one queue, so records a
+        connection sent in order are appended in order even when later ones
+        arrive after the topic exists but before the earlier ones were stored.
+        """
+        name = req[0]
+        waiting = self._creating.get(name)
+        if waiting is not None:
+            waiting.append((req, token, reply, started))
+            return
+        try:
+            created = self._topic_for_produce(name)
+        except Exception:
+            self._produce_failed([req], [token], reply, started, Failure())
+            return
+        self._creating[name] = [(req, token, reply, started)]
+        created.addBoth(self._created, name)
+
+    def _created(self, result: Any, name: str) -> None:
+        waiting = self._creating.pop(name)
+        for req, token, reply, started in waiting:
+            if isinstance(result, Failure):
+                self._produce_failed([req], [token], reply, started, result)
+            else:
+                self._produce_burst([req], [token], reply, started)
+
+    def _produce_failed(
+        self,
+        requests: list[p.Produce],
+        tokens: list[Any],
+        reply: Reply,
+        started: float | None,
+        failure: Failure,
+    ) -> None:
+        responses = [self._error(req, failure) for req in requests]
+        self._produce_answered(tokens, responses, reply, started)
+
+    def _produce_answered(
+        self, tokens: list[Any], responses: list[p.Response], reply: Reply, started: float | None
+    ) -> None:
+        if started is not None:
+            count = len(tokens)
+            stats = self.stats
+            stats.completed[_PRODUCE] = stats.completed.get(_PRODUCE, 0) + count
+            histogram = stats.latency.get(_PRODUCE)
+            if histogram is None:
+                histogram = stats.latency[_PRODUCE] = LatencyHistogram()
+            histogram.observe_many(time.perf_counter() - started, count)
+        reply(tokens, responses)
+
+    def _seed_appended(
+        self,
+        result: Any,
+        context: tuple[PartitionKey, list[p.Produce], list[Any], Reply, float | None, int],
+    ) -> None:
+        key, reqs, tokens, reply, started, size = context
+        if isinstance(result, Failure):
+            self._produce_failed(reqs, tokens, reply, started, result)
+            return
+        first, last = result
+        stats = self.stats
+        stats.bytes_in += size
+        stats.records_in += last - first + 1
+        if self.config.flush == "interval":
+            self._dirty.add(key)
+        if key in self._waiters:
+            self._wake(key)
+        partition = key[1]
+        make = _new_tuple
+        produced = p.Produced
+        responses = [make(produced, (partition, offset)) for offset in range(first, last + 1)]
+        self._produce_answered(tokens, responses, reply, started)
 
     def _fetch(self, req: p.Fetch) -> defer.Deferred[p.Response] | p.Response:
         plog = self._partition(req.topic, req.partition)

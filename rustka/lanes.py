@@ -65,6 +65,32 @@ class IOPool(service.Service):
         self.submitted += 1
         return deferToThreadPool(self._reactor, self.pool, f, *args, **kwargs)
 
+    def run_then(
+        self, on_done: Callable[[Any, Any], None], context: Any, f: Callable[..., Any], *args: Any
+    ) -> None:
+        """`run` for the lanes: ``on_done(result or Failure, context)`` on the reactor thread.
+
+        One hop per coalesced write is the lanes' whole cost of leaving the
+        reactor, so it skips the Deferred and its callback chain; the result
+        comes back through a single ``callFromThread`` all the same.
+        """
+        if not self.pool.started or self.pool.joined:
+            on_done(Failure(BrokerUnavailable("the broker is shutting down")), context)
+            return
+        self.submitted += 1
+        call_from_thread = self._reactor.callFromThread
+
+        def returned(success: bool, result: Any) -> None:
+            call_from_thread(on_done, result, context)
+
+        self.pool.callInThreadWithCallback(returned, f, *args)
+
+
+# Marks a queued append whose sink is a Deferred rather than a plain callback.
+_FIRE = object()
+
+OnResult = Callable[[Any, Any], None]
+
 
 class Lane:
     """Serial execution on the pool with coalescing of queued appends.
@@ -72,7 +98,13 @@ class Lane:
     Two kinds of work enter a lane: `submit` (a single callable, run alone) and
     `append` (an item handed to ``write_many`` together with every other append
     queued behind it). Order across both kinds is submission order.
+
+    `append_to` is `append` for hot paths: instead of a Deferred per item it
+    calls ``on_result(result, context)``, which saves the Deferred and its
+    callback chain on every produce request.
     """
+
+    log = Logger()
 
     def __init__(
         self,
@@ -83,7 +115,8 @@ class Lane:
         self._io = io
         self._write_many = write_many
         self._max_coalesce = max_coalesce
-        self._queue: deque[tuple[str, Any, defer.Deferred[Any]]] = deque()
+        # (is_call, payload, sink, context): sink is a Deferred when context is _FIRE.
+        self._queue: deque[tuple[bool, Any, Any, Any]] = deque()
         self._busy = False
         self._idle_waiters: list[defer.Deferred[None]] = []
         self.hops = 0
@@ -96,15 +129,28 @@ class Lane:
     def append(self, item: Any) -> defer.Deferred[Any]:
         """Queue ``item`` for the next coalesced ``write_many`` call; fires with its result."""
         d: defer.Deferred[Any] = defer.Deferred()
-        self._queue.append(("append", item, d))
-        self._kick()
+        self._queue.append((False, item, d, _FIRE))
+        if not self._busy:
+            self._kick()
         return d
+
+    def append_to(self, item: Any, on_result: OnResult, context: Any) -> None:
+        """Like `append`, but ``on_result(result, context)`` gets the outcome.
+
+        The result is the item's entry in what ``write_many`` returned, or a
+        Failure. ``on_result`` must not raise; if it does, the error is logged
+        and the lane carries on with the other items.
+        """
+        self._queue.append((False, item, on_result, context))
+        if not self._busy:
+            self._kick()
 
     def submit(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
         """Run ``f(*args)`` on the pool after everything queued before it."""
         d: defer.Deferred[T] = defer.Deferred()
-        self._queue.append(("call", (f, args), d))
-        self._kick()
+        self._queue.append((True, (f, args), d, _FIRE))
+        if not self._busy:
+            self._kick()
         return d
 
     def when_idle(self) -> defer.Deferred[None]:
@@ -116,28 +162,28 @@ class Lane:
         return d
 
     def _kick(self) -> None:
-        if self._busy or not self._queue:
+        queue = self._queue
+        if self._busy or not queue:
             if not self._busy:
                 self._notify_idle()
             return
-        kind, payload, d = self._queue.popleft()
+        is_call, payload, sink, context = queue.popleft()
         self._busy = True
         self.hops += 1
-        if kind == "call":
+        if is_call:
             f, args = payload
             self.items += 1
-            hop = self._io.run(f, *args)
-            hop.addBoth(self._finish_call, d)
+            self._io.run_then(self._finish_call, sink, f, *args)
             return
         items = [payload]
-        waiters = [d]
-        while self._queue and self._queue[0][0] == "append" and len(items) < self._max_coalesce:
-            _, item, waiter = self._queue.popleft()
+        waiters = [(sink, context)]
+        limit = self._max_coalesce
+        while queue and not queue[0][0] and len(items) < limit:
+            _, item, sink, context = queue.popleft()
             items.append(item)
-            waiters.append(waiter)
+            waiters.append((sink, context))
         self.items += len(items)
-        hop = self._io.run(self._write_many, items)
-        hop.addBoth(self._finish_appends, waiters)
+        self._io.run_then(self._finish_appends, waiters, self._write_many, items)
 
     def _finish_call(self, result: Any, d: defer.Deferred[Any]) -> None:
         self._busy = False
@@ -149,20 +195,37 @@ class Lane:
         finally:
             self._kick()
 
-    def _finish_appends(self, result: Any, waiters: list[defer.Deferred[Any]]) -> None:
+    def _finish_appends(self, result: Any, waiters: list[tuple[Any, Any]]) -> None:
         self._busy = False
         try:
             if isinstance(result, Failure):
-                for w in waiters:
-                    w.errback(result)
+                for sink, context in waiters:
+                    self._deliver(sink, context, result)
             else:
-                for w, r in zip(waiters, result, strict=True):
+                for (sink, context), r in zip(waiters, result, strict=True):
                     if isinstance(r, BaseException):
-                        w.errback(Failure(r))
+                        r = Failure(r)
+                    if context is _FIRE:
+                        if type(r) is Failure:
+                            sink.errback(r)
+                        else:
+                            sink.callback(r)
                     else:
-                        w.callback(r)
+                        try:
+                            sink(r, context)
+                        except Exception:
+                            self.log.failure("a lane result callback failed")
         finally:
             self._kick()
+
+    def _deliver(self, sink: Any, context: Any, failure: Failure) -> None:
+        if context is _FIRE:
+            sink.errback(failure)
+            return
+        try:
+            sink(failure, context)
+        except Exception:
+            self.log.failure("a lane result callback failed")
 
     def _notify_idle(self) -> None:
         waiters, self._idle_waiters = self._idle_waiters, []

@@ -24,12 +24,15 @@ a round trip per batch.
 
 Per record the hot path does one hash, one Record, one Deferred and one list
 append; encoding happens once per batch with ``encode_batch``.
+:meth:`BatchingProducer.send_many` takes many records for one Deferred: the
+per-record Deferred (and the garbage collector's work on hundreds of thousands
+of live ones) is most of what ``send`` costs.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from twisted.internet import defer
@@ -69,6 +72,61 @@ _ROUTE_CACHE_SIZE = 65536
 
 Headers = Sequence[tuple[str, bytes | None]]
 _Result = tuple[int, int]
+# Builds a Record from its five fields in one C call (Record is a tuple subclass).
+_new_record: Callable[..., Record] = tuple.__new__  # type: ignore[assignment]
+
+
+class _Many:
+    """The shared outcome of one `send_many` call, filled in as its batches are answered.
+
+    A partition's batches are answered in the order they were sent, so the
+    records of this call in one partition complete in the order they were
+    given: per partition, a list of their indexes and a cursor into it is all
+    the bookkeeping a record needs.
+    """
+
+    __slots__ = ("cursors", "deferred", "failure", "indexes", "remaining", "results")
+
+    def __init__(self, count: int) -> None:
+        self.deferred: Deferred[list[_Result]] = Deferred()
+        self.results: list[Any] = [None] * count
+        self.remaining = count
+        self.indexes: dict[int, list[int]] = {}
+        self.cursors: dict[int, int] = {}
+        self.failure: Failure | None = None
+
+    def add(self, partition: int, index: int) -> None:
+        indexes = self.indexes.get(partition)
+        if indexes is None:
+            self.indexes[partition] = [index]
+            self.cursors[partition] = 0
+        else:
+            indexes.append(index)
+
+    def acked(self, partition: int, offsets: list[int]) -> None:
+        """This call's records in one answered batch of ``partition``, at ``offsets``."""
+        cursor = self.cursors[partition]
+        count = len(offsets)
+        results = self.results
+        indexes = self.indexes[partition][cursor : cursor + count]
+        for index, offset in zip(indexes, offsets, strict=True):
+            results[index] = (partition, offset)
+        self.cursors[partition] = cursor + count
+        self._done(count)
+
+    def failed(self, partition: int, count: int, failure: Failure) -> None:
+        self.cursors[partition] = self.cursors.get(partition, 0) + count
+        if self.failure is None:
+            self.failure = failure
+        self._done(count)
+
+    def _done(self, count: int) -> None:
+        self.remaining -= count
+        if self.remaining == 0:
+            if self.failure is not None:
+                self.deferred.errback(self.failure)
+            else:
+                self.deferred.callback(self.results)
 
 
 class _Accumulator:
@@ -79,10 +137,11 @@ class _Accumulator:
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.records: list[Record] = []
-        self.deferreds: list[Deferred[_Result]] = []
+        # Per record: its send() Deferred, or the _Many of its send_many() call.
+        self.deferreds: list[Any] = []
         self.size = 0
         self.timer: IDelayedCall | None = None
-        self.queued: deque[tuple[list[Record], list[Deferred[_Result]], int]] = deque()
+        self.queued: deque[tuple[list[Record], list[Any], int]] = deque()
         self.in_flight = 0
 
 
@@ -98,8 +157,9 @@ class _Topic:
         self.accumulators: list[_Accumulator] = []
         self.sticky = 0
         self.lookup: Deferred[None] | None = None
-        # Records sent before the partition count was known.
-        self.waiting: list[tuple[Record, int, Deferred[_Result]]] = []
+        # Records sent before the partition count was known: (record, size, sink,
+        # index in its send_many call, or -1 for send).
+        self.waiting: list[tuple[Record, int, Any, int]] = []
 
 
 class BatchingProducer:
@@ -179,7 +239,7 @@ class BatchingProducer:
                     size += len(hkey) + (len(hvalue) if hvalue is not None else 0) + 2
         except (TypeError, ValueError) as exc:
             return defer.fail(InvalidRequest(f"a record needs bytes (or None): {exc}"))
-        record = Record(key, value, headers) if headers else Record(key, value)
+        record = _new_record(Record, (key, value, headers if headers else (), None, None))
         d: Deferred[_Result] = Deferred()
         self.buffered_bytes += size
         self._unfinished += 1
@@ -195,10 +255,70 @@ class BatchingProducer:
                     partition = self._route(state, key)
             self._add(topic, state, state.accumulators[partition], record, size, d)
         else:
-            state.waiting.append((record, size, d))
+            state.waiting.append((record, size, d, -1))
             if state.lookup is None:
                 state.lookup = defer.ensureDeferred(self._look_up(topic, state))
         return d
+
+    def send_many(
+        self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]
+    ) -> Deferred[list[_Result]]:
+        """Queue many ``(key, value)`` records; fires with their (partition, offset)s, in order.
+
+        Batching is the same as for ``send`` (records may share batches with
+        other calls' records and span several batches); the saving is one
+        Deferred for all of them. Fails with the first error of any batch
+        holding one of them, once all of them are answered; records in other
+        batches may then have been stored all the same (as with ``send``, whose
+        Deferreds would have told them apart). Like ``send``, it does not wait
+        for room: callers that produce faster than the broker absorbs await
+        :meth:`wait_for_room` between calls.
+        """
+        if self._closed:
+            return defer.fail(InvalidRequest("the producer is closed"))
+        entries: list[tuple[Record, int]] = []
+        new = _new_record
+        record_type = Record
+        try:
+            for key, value in records:
+                size = _RECORD_OVERHEAD
+                if key is not None:
+                    size += len(key)
+                if value is not None:
+                    size += len(value)
+                entries.append((new(record_type, (key, value, (), None, None)), size))
+        except (TypeError, ValueError) as exc:
+            return defer.fail(InvalidRequest(f"a record needs bytes (or None): {exc}"))
+        if not entries:
+            return defer.succeed([])
+        many = _Many(len(entries))
+        state = self._topics.get(topic)
+        if state is None:
+            state = self._topics[topic] = _Topic()
+        self._unfinished += len(entries)
+        if not state.count:
+            self.buffered_bytes += sum(size for _, size in entries)
+            state.waiting.extend(
+                (record, size, many, index) for index, (record, size) in enumerate(entries)
+            )
+            if state.lookup is None:
+                state.lookup = defer.ensureDeferred(self._look_up(topic, state))
+            return many.deferred
+        routes = state.routes
+        accumulators = state.accumulators
+        add = self._add
+        for index, (record, size) in enumerate(entries):
+            key = record[0]
+            if key is None:
+                partition = state.sticky
+            else:
+                partition = routes.get(key, -1)
+                if partition < 0:
+                    partition = self._route(state, key)
+            many.add(partition, index)
+            self.buffered_bytes += size
+            add(topic, state, accumulators[partition], record, size, many)
+        return many.deferred
 
     @staticmethod
     def _route(state: _Topic, key: bytes) -> int:
@@ -288,19 +408,25 @@ class BatchingProducer:
             failure = Failure()
             waiting, state.waiting = state.waiting, []
             state.lookup = None
-            for _, size, d in waiting:
+            for _, size, sink, _index in waiting:
                 self._record_done(size)
-                d.errback(failure)
+                if type(sink) is _Many:
+                    sink.failure = sink.failure or failure
+                    sink._done(1)
+                else:
+                    sink.errback(failure)
             self._check_flushed()
             return
         state.count = count
         state.accumulators = [_Accumulator(i) for i in range(count)]
         state.lookup = None
         waiting, state.waiting = state.waiting, []
-        for record, size, d in waiting:
+        for record, size, sink, index in waiting:
             key = record.key
             partition = state.sticky if key is None else self._route(state, key)
-            self._add(topic, state, state.accumulators[partition], record, size, d)
+            if index >= 0:
+                sink.add(partition, index)
+            self._add(topic, state, state.accumulators[partition], record, size, sink)
         if self._flush_waiters:
             # A flush is waiting: these records must not sit out a linger.
             for acc in state.accumulators:
@@ -316,7 +442,7 @@ class BatchingProducer:
         acc: _Accumulator,
         record: Record,
         size: int,
-        d: Deferred[_Result],
+        d: Any,
     ) -> None:
         acc.records.append(record)
         acc.deferreds.append(d)
@@ -375,15 +501,25 @@ class BatchingProducer:
         offsets: tuple[int, int],
         topic: str,
         acc: _Accumulator,
-        deferreds: list[Deferred[_Result]],
+        deferreds: list[Any],
         size: int,
     ) -> None:
         acc.in_flight -= 1
         self._batch_done(size, len(deferreds))
         base = offsets[0]
         partition = acc.partition
-        for index, d in enumerate(deferreds):
-            d.callback((partition, base + index))
+        many: dict[_Many, list[int]] = {}
+        for offset, d in enumerate(deferreds, start=base):
+            if type(d) is _Many:
+                offsets_of = many.get(d)
+                if offsets_of is None:
+                    many[d] = [offset]
+                else:
+                    offsets_of.append(offset)
+            else:
+                d.callback((partition, offset))
+        for collector, offsets_of in many.items():
+            collector.acked(partition, offsets_of)
         self._pump(topic, acc)
         self._check_flushed()
 
@@ -392,13 +528,19 @@ class BatchingProducer:
         failure: Failure,
         topic: str,
         acc: _Accumulator,
-        deferreds: list[Deferred[_Result]],
+        deferreds: list[Any],
         size: int,
     ) -> None:
         acc.in_flight -= 1
         self._batch_done(size, len(deferreds))
+        many: dict[_Many, int] = {}
         for d in deferreds:
-            d.errback(failure)
+            if type(d) is _Many:
+                many[d] = many.get(d, 0) + 1
+            else:
+                d.errback(failure)
+        for collector, count in many.items():
+            collector.failed(acc.partition, count, failure)
         self._pump(topic, acc)
         self._check_flushed()
 

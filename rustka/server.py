@@ -36,6 +36,9 @@ from rustka.errors import InvalidRequest
 from rustka.framing import LinearInt32StringReceiver
 
 _LENGTH = struct.Struct("!I")
+# A whole Produced frame: length 13, tag 1, partition, offset.
+_PRODUCED_FRAME = struct.Struct("!IBIQ")
+_PRODUCED_LENGTH = 13
 
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic}
@@ -61,6 +64,9 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._finishing = False
         self._held_close: defer.Deferred[None] | None = None
         self._reserved = 0
+        # Seed Produce requests started during this read, handed to the broker together.
+        self._burst: list[p.Produce] = []
+        self._burst_slots: list[list[Any]] = []
         self.requests = 0
 
     # -- connection lifecycle ---------------------------------------------------
@@ -102,6 +108,12 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def dataReceived(self, data: bytes) -> None:
         self.resetTimeout()
         super().dataReceived(data)
+
+    def deframe(self) -> None:
+        """Deframe what is buffered, then hand the Produce requests it held over at once."""
+        super().deframe()
+        if self._burst:
+            self._send_burst()
 
     def framing_paused(self) -> bool:
         """Stop deframing as soon as a limit pauses reading: one 64 KiB read can hold
@@ -164,19 +176,47 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def _start(self, is_write: bool, request: p.Request, slot: list[Any]) -> None:
         self._run_is_write = is_write
         self._run_pending += 1
+        if type(request) is p.Produce:
+            # Started now, sent with the rest of this read's produces (see deframe).
+            self._burst.append(request)
+            self._burst_slots.append(slot)
+            return
+        if self._burst:
+            # Whatever starts after them must reach the broker after them.
+            self._send_burst()
         cost = self._output_cost(request)
         slot[1] = cost
         self._reserved += cost
         self.factory.broker.handle(request).addCallback(self._completed, slot)
 
+    def _send_burst(self) -> None:
+        requests, slots = self._burst, self._burst_slots
+        self._burst = []
+        self._burst_slots = []
+        self.factory.broker.produce_many(requests, slots, self._produced)
+
+    def _produced(self, slots: list[list[Any]], responses: list[p.Response]) -> None:
+        self._run_pending -= len(slots)
+        if self._closed:
+            return
+        for slot, response in zip(slots, responses, strict=True):
+            slot[0] = response
+        self._flush()
+        if self._held:
+            self._release_held()
+
     def _release_held(self) -> None:
         """Start the held requests that may now run, in arrival order."""
         held = self._held
-        while held and not self._closed:
-            is_write, request, _ = held[0]
-            if not self._may_start(is_write, request):
-                return
-            self._start(*held.popleft())
+        try:
+            while held and not self._closed:
+                is_write, request, _ = held[0]
+                if not self._may_start(is_write, request):
+                    return
+                self._start(*held.popleft())
+        finally:
+            if self._burst:
+                self._send_burst()
 
     # -- sending, in order --------------------------------------------------------
 
@@ -195,13 +235,22 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self._release_held()
 
     def _flush(self) -> None:
+        """Write every answered response at the head of the queue, in one writeSequence."""
         slots = self._slots
-        write = self.transport.writeSequence
+        out: list[bytes] = []
+        produced = p.Produced
+        pack_produced = _PRODUCED_FRAME.pack
         while slots and slots[0][0] is not None:
             response, cost = slots.popleft()
+            if type(response) is produced:
+                out.append(pack_produced(_PRODUCED_LENGTH, 1, response[0], response[1]))
+                continue
             self._reserved -= cost
             parts = p.response_parts(response)
-            write([_LENGTH.pack(sum(len(part) for part in parts)), *parts])
+            out.append(_LENGTH.pack(sum(len(part) for part in parts)))
+            out += parts
+        if out:
+            self.transport.writeSequence(out)
         if "in-flight" in self._reading_paused_by and (
             len(slots) < self.factory.config.max_in_flight_per_connection // 2
         ):
