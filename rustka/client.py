@@ -31,6 +31,7 @@ from twisted.python.failure import Failure
 
 import rustka
 from rustka import protocol as p
+from rustka.allocation import collector_paused
 from rustka.errors import (
     ERRORS_BY_CODE,
     BrokerUnavailable,
@@ -385,17 +386,22 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
 
 def _unpack_batches(result: p.Batches, offset: int) -> FetchResult:
-    """Decode every batch (CRC-checked), dropping records before ``offset``."""
+    """Decode every batch (CRC-checked), dropping records before ``offset``.
+
+    A fetch of a few MiB builds tens of thousands of Record tuples at once;
+    see `rustka.allocation` for why the cyclic collector waits meanwhile.
+    """
     data = result.batches
     records: list[Record] = []
     next_offset = offset
     pos = 0
     total = len(data)
-    while pos < total:
-        header = parse_header(data, pos)
-        records.extend(decode_records(data, pos, min_offset=offset))
-        next_offset = max(next_offset, header.next_offset)
-        pos += header.size
+    with collector_paused():
+        while pos < total:
+            header = parse_header(data, pos)
+            records.extend(decode_records(data, pos, min_offset=offset))
+            next_offset = max(next_offset, header.next_offset)
+            pos += header.size
     return FetchResult(records, result.log_start, result.high_watermark, next_offset)
 
 

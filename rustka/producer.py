@@ -40,6 +40,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
+from rustka.allocation import collector_paused
 from rustka.errors import InvalidRequest, RustkaError, TopicExists, UnknownTopic
 from rustka.partitioner import partition_for_key
 from rustka.record_batch import Record, encode_batch
@@ -276,6 +277,12 @@ class BatchingProducer:
         """
         if self._closed:
             return defer.fail(InvalidRequest("the producer is closed"))
+        with collector_paused():
+            return self._send_many(topic, records)
+
+    def _send_many(
+        self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]
+    ) -> Deferred[list[_Result]]:
         entries: list[tuple[Record, int]] = []
         new = _new_record
         record_type = Record
