@@ -731,9 +731,17 @@ class Broker:
         return p.Groups(tuple(sorted(self.offsets.groups())))
 
     def _describe_group(self, req: p.DescribeGroup) -> p.Response:
-        assert self.offsets is not None and self.logs is not None
         validate_group(req.group)
-        committed = self.offsets.groups().get(req.group, {})
+        return p.GroupOffsets(req.group, self.group_offsets(req.group))
+
+    def group_offsets(self, group: str) -> tuple[p.GroupOffset, ...]:
+        """A group's committed offsets beside each partition's current bounds.
+
+        The one place lag is derived from (DescribeGroup, metrics, manhole); a
+        partition that no longer exists shows bounds 0/0.
+        """
+        assert self.offsets is not None and self.logs is not None
+        committed = self.offsets.groups().get(group, {})
         entries = []
         for (topic_name, partition), offset in sorted(committed.items()):
             topic = self.logs.topics.get(topic_name)
@@ -743,7 +751,7 @@ class Broker:
             else:
                 start = end = 0
             entries.append(p.GroupOffset(topic_name, partition, offset, start, end))
-        return p.GroupOffsets(req.group, tuple(entries))
+        return tuple(entries)
 
     # -- background work -----------------------------------------------------------
 

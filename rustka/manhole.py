@@ -344,17 +344,11 @@ def group_offsets(broker: Any) -> list[tuple[str, p.GroupOffset]]:
     """Every committed offset with its partition bounds, the same lag rule as DescribeGroup."""
     if broker.offsets is None or broker.logs is None:
         return []
-    result = []
-    for group, committed in sorted(broker.offsets.groups().items()):
-        for (topic_name, partition), offset in sorted(committed.items()):
-            topic = broker.logs.topics.get(topic_name)
-            if topic is not None and partition < len(topic.partitions):
-                plog = topic.partitions[partition]
-                start, end = plog.log_start_offset, plog.end_offset
-            else:
-                start = end = 0
-            result.append((group, p.GroupOffset(topic_name, partition, offset, start, end)))
-    return result
+    return [
+        (group, offset)
+        for group in sorted(broker.offsets.groups())
+        for offset in broker.group_offsets(group)
+    ]
 
 
 def admin_namespace(broker: Any, factory: Any, io: Any) -> dict[str, Any]:

@@ -8,8 +8,8 @@ import pytest_twisted
 from twisted.internet import defer
 
 from rustka import protocol as p
-from rustka.record_batch import Record, encode_batch
-from tests.conftest import RunningBroker
+from rustka.record_batch import Record, encode_batch, scan_batches
+from tests.conftest import RunningBroker, within
 
 
 async def ask(broker: RunningBroker, request: p.Request) -> p.Response:
@@ -124,3 +124,74 @@ async def test_alter_topic_adds_partitions_only_upwards(broker: RunningBroker) -
     assert isinstance(shrink, p.Failure) and shrink.code == 10
     meta = await ask(broker, p.Metadata(("grow",)))
     assert isinstance(meta, p.MetadataResult) and len(meta.topics[0].partitions) == 5
+
+
+class Collector:
+    """Burst answers as the broker hands them back, with a Deferred per expected count."""
+
+    def __init__(self, expected: int) -> None:
+        self.answers: dict[Any, p.Response] = {}
+        self.calls = 0
+        self.expected = expected
+        self.done: defer.Deferred[None] = defer.Deferred()
+
+    def reply(self, tokens: list[Any], responses: list[p.Response]) -> None:
+        self.calls += 1
+        self.answers.update(zip(tokens, responses, strict=True))
+        if len(self.answers) == self.expected and not self.done.called:
+            self.done.callback(None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_produce_many_stores_a_burst_in_one_write(broker: RunningBroker) -> None:
+    """A partition's burst is one lane append of one-record batches with contiguous offsets."""
+    await within(broker.broker.handle(p.CreateTopic("burst", 1)))
+    requests = [p.Produce("burst", b"k%d" % i, b"v%d" % i) for i in range(50)]
+    tokens = list(range(50))
+    collector = Collector(50)
+    before = broker.broker.stats.completed.get("Produce", 0)
+    broker.broker.produce_many(requests, tokens, collector.reply)
+    await within(collector.done)
+    assert [collector.answers[i] for i in tokens] == [p.Produced(0, i) for i in range(50)]
+    assert collector.calls == 1
+    assert broker.broker.stats.completed["Produce"] == before + 50
+    plog = broker.broker.logs.topics["burst"].partitions[0]
+    data = plog.read(0, 1 << 20)
+    batches, _ = scan_batches(data)
+    # one write for the burst, but each seed record is its own one-record batch
+    assert [h.record_count for _, h in batches] == [1] * 50
+    assert [h.base_offset for _, h in batches] == list(range(50))
+
+
+@pytest_twisted.ensureDeferred
+async def test_produces_waiting_for_topic_creation_keep_their_order(
+    broker: RunningBroker,
+) -> None:
+    """Bursts sent while their topic is being auto-created are appended in arrival order."""
+    collector = Collector(6)
+    for burst in range(3):
+        requests = [p.Produce("fresh", b"same", b"%d" % (burst * 2 + i)) for i in range(2)]
+        broker.broker.produce_many(requests, [burst * 2, burst * 2 + 1], collector.reply)
+    await within(collector.done)
+    offsets = [collector.answers[i].offset for i in range(6)]  # type: ignore[attr-defined]
+    assert offsets == list(range(6))
+    responses = [
+        await within(broker.broker.handle(p.Fetch("fresh", collector.answers[i][0], i)))
+        for i in range(6)
+    ]
+    assert [r.value for r in responses] == [b"%d" % i for i in range(6)]  # type: ignore[attr-defined]
+
+
+@pytest_twisted.ensureDeferred
+async def test_produce_many_during_shutdown_answers_errors(broker: RunningBroker) -> None:
+    """A burst that arrives once the broker stopped accepting gets one Error per request."""
+    broker.broker.accepting = False
+    try:
+        collector = Collector(2)
+        requests = [p.Produce("late", b"k", b"v"), p.Produce("late", b"k", b"w")]
+        broker.broker.produce_many(requests, ["a", "b"], collector.reply)
+        await within(collector.done)
+    finally:
+        broker.broker.accepting = True
+    assert all(isinstance(r, p.Error) for r in collector.answers.values())
+    assert "shutting down" in collector.answers["a"].message  # type: ignore[attr-defined]

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 import pytest_twisted
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from rustka.errors import BrokerUnavailable
 from rustka.lanes import IOPool, Lane
+from tests.conftest import within
 
 
 @pytest.fixture
@@ -103,3 +105,60 @@ async def test_stopped_pool_fails_fast(io: IOPool) -> None:
     io.stopService()
     with pytest.raises(BrokerUnavailable):
         await io.run(lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_to_delivers_results_in_order_with_context(io: IOPool) -> None:
+    """Callback appends coalesce with Deferred appends and each gets its own result."""
+    gate = threading.Event()
+    calls: list[list[int]] = []
+
+    def write_many(items: list[int]) -> list[int]:
+        if not calls:
+            gate.wait(10)
+        calls.append(list(items))
+        return [i * 10 for i in items]
+
+    lane = Lane(io, write_many)
+    seen: list[tuple[int, str]] = []
+    both: defer.Deferred[None] = defer.Deferred()
+
+    def on_result(result: int, context: str) -> None:
+        seen.append((result, context))
+        if len(seen) == 2:
+            both.callback(None)
+
+    first = lane.append(0)
+    lane.append_to(1, on_result, "one")
+    second = lane.append(2)
+    lane.append_to(3, on_result, "three")
+    gate.set()
+    assert await within(defer.gatherResults([first, second])) == [0, 20]
+    await within(both)
+    assert seen == [(10, "one"), (30, "three")]
+    assert calls == [[0], [1, 2, 3]]
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_to_reports_a_failed_write_and_survives_a_raising_callback(
+    io: IOPool,
+) -> None:
+    """A failed write reaches the callback as a Failure; a callback that raises is contained."""
+
+    def write_many(items: list[str]) -> list[str]:
+        if "bad" in items:
+            raise OSError("disk full")
+        return items
+
+    lane = Lane(io, write_many)
+    outcomes: list[Any] = []
+
+    def explode(result: Any, context: Any) -> None:
+        raise RuntimeError("callback bug")
+
+    lane.append_to("bad", lambda result, context: outcomes.append(result), None)
+    await within(lane.when_idle())
+    lane.append_to("ok", explode, None)
+    assert await within(lane.append("after")) == "after"
+    assert len(outcomes) == 1 and isinstance(outcomes[0], Failure)
+    assert outcomes[0].check(OSError)

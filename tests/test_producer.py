@@ -215,3 +215,38 @@ def test_bad_settings_are_refused() -> None:
     ):
         with pytest.raises(InvalidRequest):
             BatchingProducer(object(), reactor=object(), **kwargs)
+
+
+@pytest_twisted.ensureDeferred
+async def test_send_many_fires_with_each_records_place(client: RustkaClientProtocol) -> None:
+    """send_many's records get (partition, offset)s in order, interleaved with send()s."""
+    await within(client.create_topic("many", 3))
+    producer = BatchingProducer(client, batch_bytes=500, linger_ms=1)
+    pairs = [(b"key-%d" % (i % 7), b"value-%d" % i) for i in range(400)]
+    single = producer.send("many", b"key-1", b"alone")
+    many = producer.send_many("many", pairs)
+    empty = producer.send_many("many", [])
+    results = await within(many)
+    assert await within(empty) == []
+    await within(producer.close())
+    lone_partition, lone_offset = await within(single)
+    per_partition: dict[int, list[int]] = {}
+    for (partition, offset), (key, _) in zip(results, pairs, strict=True):
+        assert partition == partition_for_key(key, 3)
+        per_partition.setdefault(partition, []).append(offset)
+    for offsets in per_partition.values():
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+    assert lone_offset not in per_partition.get(lone_partition, [])
+    fetched = await within(client.fetch_batch("many", results[10][0], results[10][1]))
+    assert (fetched.records[0].key, fetched.records[0].value) == pairs[10]
+
+
+@pytest_twisted.ensureDeferred
+async def test_send_many_to_a_missing_topic_fails_when_creation_is_off(
+    client: RustkaClientProtocol,
+) -> None:
+    """Without auto-creation, a send_many to an unknown topic fails with UnknownTopic."""
+    producer = BatchingProducer(client, new_topic_partitions=None)
+    with pytest.raises(UnknownTopic):
+        await within(producer.send_many("nowhere", [(b"k", b"v"), (b"k2", b"v2")]))
+    assert producer.buffered_bytes == 0

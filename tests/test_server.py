@@ -15,7 +15,8 @@ from twisted.internet import defer
 from twisted.internet.protocol import Protocol
 
 from rustka.partitioner import partition_for_key
-from tests.conftest import RunningBroker
+from rustka.record_batch import Record, encode_batch
+from tests.conftest import RunningBroker, within
 
 
 def s(text: str) -> bytes:
@@ -354,3 +355,25 @@ async def test_fetch_below_log_start_names_the_earliest_offset(broker_factory: A
         await close(c)
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_batch_between_seed_produces_keeps_its_place(broker: RunningBroker) -> None:
+    """Produce, ProduceBatch, Produce in one write land at offsets 0, 1, 2 of the partition."""
+    from twisted.internet import reactor
+
+    from rustka.client import connect
+
+    setup = await within(defer.ensureDeferred(connect(reactor, broker.address)))
+    await within(setup.create_topic("mixed", 1))
+    await within(setup.close())
+    batch = encode_batch([Record(b"middle", b"from a batch")])
+    produce_batch = frame(b"\x06" + s("mixed") + struct.pack("!II", 0, len(batch)) + batch)
+    c = await connect_raw(broker)
+    answers = await c.ask(
+        produce("mixed", b"a", b"first"), produce_batch, produce("mixed", b"c", b"last")
+    )
+    assert answers[0] == produced(0, 0)
+    assert answers[1][0] == 8 and struct.unpack_from("!IQQ", answers[1], 1) == (0, 1, 1)
+    assert answers[2] == produced(0, 2)
+    await close(c)
