@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from twisted.internet import defer
+from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from rustka.config import Config
 
@@ -94,3 +96,43 @@ async def client(broker: RunningBroker) -> AsyncIterator[Any]:
 def broker_factory(data_dir: Path) -> Callable[..., Any]:
     """For tests that need custom settings or restarts: ``await broker_factory(**settings)``."""
     return lambda **settings: start_broker(data_dir, **settings)
+
+
+class LogWatcher:
+    """Records every log event while installed; `wait_for` fires on a matching one."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._waiting: list[tuple[Callable[[str], bool], defer.Deferred[str]]] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        text = formatEvent(event)
+        for item in list(self._waiting):
+            if item[0](text):
+                self._waiting.remove(item)
+                item[1].callback(text)
+
+    def messages(self, needle: str) -> list[str]:
+        return [text for text in map(formatEvent, self.events) if needle in text]
+
+    def at_least(self, level: LogLevel) -> list[str]:
+        return [formatEvent(e) for e in self.events if e.get("log_level", LogLevel.info) >= level]
+
+    def wait_for(self, needle: str) -> defer.Deferred[str]:
+        d: defer.Deferred[str] = defer.Deferred()
+        for text in self.messages(needle):
+            d.callback(text)
+            return d
+        self._waiting.append((lambda text: needle in text, d))
+        return within(d, 15)
+
+
+@pytest_twisted.async_yield_fixture
+async def log_watcher() -> Any:
+    watcher = LogWatcher()
+    globalLogPublisher.addObserver(watcher)
+    try:
+        yield watcher
+    finally:
+        globalLogPublisher.removeObserver(watcher)

@@ -17,12 +17,11 @@ from typing import Any
 import pytest_twisted
 from twisted.internet import defer
 from twisted.internet.protocol import Factory
-from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from rustka import protocol as p
 from rustka.record_batch import Record, encode_batch, validate_batches
 from rustka.server import BrokerProtocol
-from tests.conftest import RunningBroker
+from tests.conftest import LogWatcher, RunningBroker
 from tests.test_server import RawClient, close, connect_raw, frame
 
 TIMEOUT = 15
@@ -49,46 +48,6 @@ def with_timeout(d: defer.Deferred[Any], seconds: float = TIMEOUT) -> defer.Defe
     from twisted.internet import reactor
 
     return d.addTimeout(seconds, reactor)
-
-
-class LogWatcher:
-    """Records every log event while installed; `wait_for` fires on a matching one."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self._waiting: list[tuple[Callable[[str], bool], defer.Deferred[str]]] = []
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        self.events.append(event)
-        text = formatEvent(event)
-        for item in list(self._waiting):
-            if item[0](text):
-                self._waiting.remove(item)
-                item[1].callback(text)
-
-    def messages(self, needle: str) -> list[str]:
-        return [text for text in map(formatEvent, self.events) if needle in text]
-
-    def at_least(self, level: LogLevel) -> list[str]:
-        return [formatEvent(e) for e in self.events if e.get("log_level", LogLevel.info) >= level]
-
-    def wait_for(self, needle: str) -> defer.Deferred[str]:
-        d: defer.Deferred[str] = defer.Deferred()
-        for text in self.messages(needle):
-            d.callback(text)
-            return d
-        self._waiting.append((lambda text: needle in text, d))
-        return with_timeout(d)
-
-
-@pytest_twisted.async_yield_fixture
-async def log_watcher() -> Any:
-    watcher = LogWatcher()
-    globalLogPublisher.addObserver(watcher)
-    try:
-        yield watcher
-    finally:
-        globalLogPublisher.removeObserver(watcher)
 
 
 def server_side(running: RunningBroker, client: RawClient) -> BrokerProtocol:

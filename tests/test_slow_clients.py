@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest_twisted
 from twisted.internet import defer
-from twisted.logger import LogLevel, globalLogPublisher
+from twisted.logger import LogLevel
 
 from rustka import protocol as p
 from rustka.record_batch import Record, decode_records, encode_batch, scan_batches
+from tests.conftest import LogWatcher
 from tests.test_limits import (
-    LogWatcher,
     big_batch,
     connect_unread,
     create_topic,
@@ -29,16 +29,6 @@ from tests.test_limits import (
     with_timeout,
 )
 from tests.test_server import close, connect_raw
-
-
-@pytest_twisted.async_yield_fixture
-async def log_watcher() -> Any:
-    watcher = LogWatcher()
-    globalLogPublisher.addObserver(watcher)
-    try:
-        yield watcher
-    finally:
-        globalLogPublisher.removeObserver(watcher)
 
 
 @pytest_twisted.ensureDeferred
