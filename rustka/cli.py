@@ -23,7 +23,6 @@ Headers = Sequence[tuple[str, bytes | None]]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
-EXIT_USAGE = 2
 
 DEFAULT_BROKER = "127.0.0.1:9092"
 
