@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,9 +27,12 @@ def io() -> Any:
         pool.stopService()
 
 
-@pytest_twisted.ensureDeferred
-async def test_appends_queued_behind_a_write_are_coalesced(io: IOPool) -> None:
-    """While one write runs, later appends wait and then go to write_many together."""
+def gated_writer() -> tuple[threading.Event, list[list[int]], Callable[[list[int]], list[int]]]:
+    """A write_many whose first call blocks until the gate opens, recording each call.
+
+    While the first write is held, later appends queue up, so a test sees exactly
+    how the lane coalesces them.
+    """
     gate = threading.Event()
     calls: list[list[int]] = []
 
@@ -38,6 +42,13 @@ async def test_appends_queued_behind_a_write_are_coalesced(io: IOPool) -> None:
         calls.append(list(items))
         return [i * 10 for i in items]
 
+    return gate, calls, write_many
+
+
+@pytest_twisted.ensureDeferred
+async def test_appends_queued_behind_a_write_are_coalesced(io: IOPool) -> None:
+    """While one write runs, later appends wait and then go to write_many together."""
+    gate, calls, write_many = gated_writer()
     lane = Lane(io, write_many)
     first = lane.append(0)
     rest = [lane.append(i) for i in range(1, 50)]
@@ -110,15 +121,7 @@ async def test_stopped_pool_fails_fast(io: IOPool) -> None:
 @pytest_twisted.ensureDeferred
 async def test_append_to_delivers_results_in_order_with_context(io: IOPool) -> None:
     """Callback appends coalesce with Deferred appends and each gets its own result."""
-    gate = threading.Event()
-    calls: list[list[int]] = []
-
-    def write_many(items: list[int]) -> list[int]:
-        if not calls:
-            gate.wait(10)
-        calls.append(list(items))
-        return [i * 10 for i in items]
-
+    gate, calls, write_many = gated_writer()
     lane = Lane(io, write_many)
     seen: list[tuple[int, str]] = []
     both: defer.Deferred[None] = defer.Deferred()
