@@ -7,8 +7,8 @@ hand it over, to three receivers whose ``stringReceived`` only counts:
 
 - Twisted's stock ``Int32StringReceiver``, which rebuilds its ``bytes``
   buffer on every read, so one frame costs O(size^2 / chunk);
-- ``rustka.server.BrokerProtocol`` (requests, up to ``max_frame_bytes``);
-- ``rustka.client.RustkaClientProtocol`` (responses such as a big FetchBatch).
+- ``rustka.native.server.BrokerProtocol`` (requests, up to ``max_frame_bytes``);
+- ``rustka.client.protocol.RustkaClientProtocol`` (responses such as a big FetchBatch).
 
 Linear means: ms per MiB stays flat as the frame grows. The transport is
 Twisted's in-memory StringTransport, so only the deframing is timed.
@@ -29,8 +29,8 @@ from typing import Any
 from twisted.internet.testing import StringTransport
 from twisted.protocols.basic import Int32StringReceiver
 
-from rustka.client import RustkaClientProtocol
-from rustka.server import BrokerProtocol
+from rustka.client.protocol import RustkaClientProtocol
+from rustka.native.server import BrokerProtocol
 
 CHUNK = 64 * 1024
 SIZES_MIB = (1, 8, 16)

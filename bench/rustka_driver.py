@@ -1,8 +1,8 @@
 """rustka side of the benchmark: one workload per process, on the Twisted client library.
 
 Run by bench/harness.py as ``python bench/rustka_driver.py SPEC_JSON``; prints a
-JSON Result. The client is the project's own (rustka.client, and
-rustka.producer.BatchingProducer for W1 when it exists), because what a user of
+JSON Result. The client is the project's own (rustka.client.protocol, and
+rustka.client.producer.BatchingProducer for W1 when it exists), because what a user of
 rustka gets is that library, not a hand-tuned loop.
 """
 
@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import VALUE, Clock, Result, driver_main, key_for, percentiles
 
-from rustka.client import RustkaClientProtocol, connect
+from rustka.client.protocol import RustkaClientProtocol, connect
 from rustka.errors import TopicExists
-from rustka.record_batch import Record, encode_batch
+from rustka.storage.record_batch import Record, encode_batch
 
 FETCH_MAX_BYTES = 1024 * 1024
 MANUAL_BATCH = 1000
@@ -40,9 +40,9 @@ async def _ensure_topic(client: RustkaClientProtocol, topic: str) -> None:
 
 
 def _batching_producer() -> Any:
-    """rustka.producer.BatchingProducer if that module is there yet, else None."""
+    """rustka.client.producer.BatchingProducer if that module is there yet, else None."""
     try:
-        from rustka.producer import BatchingProducer
+        from rustka.client.producer import BatchingProducer
     except ImportError:
         return None
     return BatchingProducer
@@ -106,7 +106,7 @@ async def w1_many(reactor: Any, spec: dict[str, Any]) -> Result:
     The records are still routed, batched and encoded by the producer one by
     one; what it saves over ``send`` is the Deferred per record.
     """
-    from rustka.producer import BatchingProducer
+    from rustka.client.producer import BatchingProducer
 
     client = await _client(reactor, spec)
     topic = spec["name"]
@@ -236,7 +236,7 @@ async def w4(reactor: Any, spec: dict[str, Any]) -> Result:
 
     Uses the library's prefetching Consumer, which is what an application would.
     """
-    from rustka.consumer import Consumer
+    from rustka.client.consumer import Consumer
 
     topic = spec["name"]
     group = spec["group"]

@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rustka.config import parse_size
-from rustka.log_manager import LogManager
-from rustka.partition_log import LogConfig
-from rustka.record_batch import Record, encode_batch
+from rustka.storage.log_manager import LogManager
+from rustka.storage.partition_log import LogConfig
+from rustka.storage.record_batch import Record, encode_batch
 from tools.brokerproc import RECOVERY, BrokerProcess
 
 VALUE = b"v" * 1000

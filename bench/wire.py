@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rustka import protocol as p
-from rustka.broker import _seed_batches
+from rustka.broker.core import _seed_batches
+from rustka.native import codec as p
 from rustka.partitioner import partition_for_key
-from rustka.record_batch import (
+from rustka.storage.record_batch import (
     Record,
     decode_records,
     encode_batch,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rustka.partition_log import LogConfig
+from rustka.storage.partition_log import LogConfig
 
 DEFAULT_LISTEN = "tcp:9092:interface=127.0.0.1"
 FLUSH_POLICIES = ("always", "interval", "never")

@@ -39,7 +39,7 @@ class RunningBroker:
     async def client(self) -> Any:
         from twisted.internet import reactor
 
-        from rustka.client import connect
+        from rustka.client.protocol import connect
 
         return await connect(reactor, self.address)
 
@@ -48,7 +48,7 @@ async def start_broker(data_dir: Path, **settings: Any) -> RunningBroker:
     """Start a broker on an ephemeral port; settings override the test defaults."""
     from twisted.internet import reactor
 
-    from rustka.tap import build_service
+    from rustka.ops.tap import build_service
 
     config = Config().updated(
         {"data_dir": str(data_dir), "listen": ["tcp:0:interface=127.0.0.1"], **settings}

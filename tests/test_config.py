@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rustka.config import Config, ConfigError, parse_duration_ms, parse_size
-from rustka.tap import Options
+from rustka.ops.tap import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 

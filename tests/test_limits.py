@@ -18,11 +18,11 @@ import pytest_twisted
 from twisted.internet import defer
 from twisted.internet.protocol import Factory
 
-from rustka import protocol as p
-from rustka.record_batch import Record, encode_batch, validate_batches
-from rustka.server import BrokerProtocol
+from rustka.native import codec as p
+from rustka.native.server import BrokerProtocol
+from rustka.storage.record_batch import Record, encode_batch, validate_batches
 from tests.conftest import LogWatcher, RunningBroker
-from tests.test_server import RawClient, close, connect_raw, frame
+from tests.native.test_server import RawClient, close, connect_raw, frame
 
 TIMEOUT = 15
 

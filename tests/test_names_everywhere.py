@@ -22,7 +22,7 @@ import pytest_twisted
 from twisted.internet import threads
 
 from rustka.errors import InvalidName
-from rustka.record_batch import Record, encode_batch
+from rustka.storage.record_batch import Record, encode_batch
 from tests.conftest import RunningBroker, start_broker
 from tools.wire import SyncClient, frame
 
@@ -221,7 +221,7 @@ async def test_cli_refuses_bad_names(broker: RunningBroker, watched: None) -> No
 @pytest_twisted.ensureDeferred
 async def test_manhole_helpers_refuse_bad_names(broker: RunningBroker, watched: None) -> None:
     """partitions(name) in the admin shell validates the name before looking anything up."""
-    from rustka.manhole import admin_namespace
+    from rustka.ops.manhole import admin_namespace
 
     await threads.deferToThread(ask, broker.port, [request(9, GOOD)])
     namespace = admin_namespace(broker.broker, broker.factory, broker.broker.io)

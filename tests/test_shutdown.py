@@ -14,14 +14,14 @@ from typing import Any
 
 from twisted.internet import defer
 
-from rustka import protocol as p
-from rustka.client import BrokerError, ConnectionClosed
+from rustka.client.protocol import BrokerError, ConnectionClosed
 from rustka.errors import BrokerUnavailable
-from rustka.log_manager import CLEAN_SHUTDOWN_MARKER
+from rustka.native import codec as p
+from rustka.storage.log_manager import CLEAN_SHUTDOWN_MARKER
 from tests.twistd_process import Twistd, call_many
 
 TIMEOUT = 20
-JOURNAL = ("--logger", "rustka.logs.journal_observer")
+JOURNAL = ("--logger", "rustka.ops.logs.journal_observer")
 
 
 def _outcome(d: defer.Deferred[Any]) -> defer.Deferred[tuple[str, Any]]:
@@ -156,7 +156,7 @@ def test_sigkill_makes_the_next_start_recover(tmp_path: Path) -> None:
     with Twistd(args, twistd_args=JOURNAL) as second:
         port = second.port()
         line = second.wait_for("unclean shutdown detected")
-        assert line.string.startswith("[rustka.broker.Broker#warn] ")
+        assert line.string.startswith("[rustka.broker.core.Broker#warn] ")
         stored = call_many(port, [p.Metadata(("orders",))])[0]
         assert isinstance(stored, p.MetadataResult)
         assert sum(part.high_watermark for part in stored.topics[0].partitions) == 50

@@ -13,9 +13,10 @@ import pytest_twisted
 from twisted.internet import defer
 from twisted.logger import LogLevel
 
-from rustka import protocol as p
-from rustka.record_batch import Record, decode_records, encode_batch, scan_batches
+from rustka.native import codec as p
+from rustka.storage.record_batch import Record, decode_records, encode_batch, scan_batches
 from tests.conftest import LogWatcher
+from tests.native.test_server import close, connect_raw
 from tests.test_limits import (
     big_batch,
     connect_unread,
@@ -28,7 +29,6 @@ from tests.test_limits import (
     tree,
     with_timeout,
 )
-from tests.test_server import close, connect_raw
 
 
 @pytest_twisted.ensureDeferred

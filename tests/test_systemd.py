@@ -19,7 +19,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from rustka import protocol as p
+from rustka.native import codec as p
 from tests.twistd_process import Twistd, call_many
 
 UNITS = Path(__file__).resolve().parent.parent / "systemd"

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from rustka.client import ConnectionClosed
+from rustka.client.protocol import ConnectionClosed
 from rustka.config import Config, ConfigError
 from rustka.errors import BrokerUnavailable
 
@@ -83,7 +83,7 @@ def trust_dir(tmp_path: Path, cert_path: Path, name: str = "trust") -> Path:
 async def connect(address: str) -> Any:
     from twisted.internet import reactor
 
-    from rustka.client import connect as client_connect
+    from rustka.client.protocol import connect as client_connect
 
     return await client_connect(reactor, address, timeout=TIMEOUT)
 
@@ -202,7 +202,7 @@ def test_bad_endpoint_names_the_setting(tmp_path: Path) -> None:
     """build_service refuses an unparseable listener with a ConfigError naming `listen`."""
     from twisted.internet import reactor
 
-    from rustka.tap import build_service
+    from rustka.ops.tap import build_service
 
     config = Config().updated({"data_dir": str(tmp_path / "d"), "listen": ["bogus:1"]})
     with pytest.raises(ConfigError, match=r"^listen: bad endpoint 'bogus:1'"):
@@ -238,7 +238,7 @@ def test_unusable_tls_key_fails_at_startup(tmp_path: Path) -> None:
     """An ssl: listener whose key file is missing is refused before anything listens."""
     from twisted.internet import reactor
 
-    from rustka.tap import build_service
+    from rustka.ops.tap import build_service
 
     _, cert = make_certificate(tmp_path / "tls")
     missing = tmp_path / "tls" / "missing.pem"

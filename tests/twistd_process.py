@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from rustka import protocol as p
+from rustka.native import codec as p
 
 BIN = Path(sys.executable).parent
 LISTENING = re.compile(r"listening on .*port=(\d+)")

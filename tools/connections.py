@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from rustka import protocol as p
+from rustka.native import codec as p
 from tools.brokerproc import BrokerProcess
 from tools.wire import SyncClient, frame
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rustka import protocol as p
-from rustka.record_batch import Record, decode_records, encode_batch, scan_batches
+from rustka.native import codec as p
+from rustka.storage.record_batch import Record, decode_records, encode_batch, scan_batches
 from tools.brokerproc import RECOVERY, BrokerProcess
 from tools.wire import ConnectionDropped, SyncClient
 

@@ -17,9 +17,9 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from rustka import protocol as p
 from rustka.errors import InvalidRequest
-from rustka.record_batch import Record, encode_batch
+from rustka.native import codec as p
+from rustka.storage.record_batch import Record, encode_batch
 
 GOOD_TOPICS = ("fz-0", "fz-1", "fz.2", "fz_3")
 BAD_TOPICS = (

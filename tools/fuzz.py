@@ -21,9 +21,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rustka import protocol as p
 from rustka.errors import InvalidRequest
-from rustka.record_batch import Record, decode_records, encode_batch
+from rustka.native import codec as p
+from rustka.storage.record_batch import Record, decode_records, encode_batch
 from tools.brokerproc import BrokerProcess
 from tools.frames import TOPIC_RE, FrameFuzzer, Script, creatable_topic
 from tools.wire import SyncClient, exchange

@@ -2,7 +2,7 @@
 
 The crash and fuzz drivers talk to a broker that runs in another process (or
 in the test's reactor while the driver runs in a thread), so plain sockets are
-simpler than a second reactor. The codec is `rustka.protocol`, shared with the
+simpler than a second reactor. The codec is `rustka.native.codec`, shared with the
 broker, so a frame means the same thing on both sides.
 """
 
@@ -14,7 +14,7 @@ import struct
 import time
 from collections.abc import Sequence
 
-from rustka import protocol as p
+from rustka.native import codec as p
 
 _LENGTH = struct.Struct("!I")
 

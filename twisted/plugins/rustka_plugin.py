@@ -1,3 +1,3 @@
 from twisted.application.service import ServiceMaker
 
-rustka = ServiceMaker("rustka", "rustka.tap", "Kafka-style event streaming broker", "rustka")
+rustka = ServiceMaker("rustka", "rustka.ops.tap", "Kafka-style event streaming broker", "rustka")

@@ -1,0 +1,462 @@
+"""A Twisted client for the native protocol: every call returns a Deferred.
+
+The protocol has no correlation ids, so the broker answers in request order and
+the client keeps one FIFO of outstanding calls; any number of calls may be in
+flight on one connection (pipelining) and each Deferred fires with its own
+answer. Broker-side failures arrive as exceptions from ``rustka.errors`` (tag 4
+``Error`` as :class:`BrokerError`, tag 14 ``Failure`` as the class its code
+names, tag 15 as :class:`~rustka.errors.OffsetOutOfRange`), so callers handle
+one exception family whatever the transport did.
+
+Responses may be large (a FetchBatch of several MiB), so the receive path is a
+linear deframer (rustka.framing) instead of Int32StringReceiver's, which copies its whole buffer
+on every read and goes quadratic on big frames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from twisted.internet import defer
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import HostnameEndpoint, clientFromString, connectProtocol
+from twisted.internet.error import ConnectError
+from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.python.failure import Failure
+
+import rustka
+from rustka.allocation import collector_paused
+from rustka.errors import (
+    ERRORS_BY_CODE,
+    BrokerUnavailable,
+    InvalidRequest,
+    OffsetOutOfRange,
+    RustkaError,
+)
+from rustka.framing import LinearInt32StringReceiver
+from rustka.native import codec as p
+from rustka.native.codec import GroupOffset, TopicMetadata, Welcome
+from rustka.storage.record_batch import Record, decode_records, encode_batch, parse_header
+
+__all__ = [
+    "DEFAULT_PORT",
+    "BrokerError",
+    "ConnectionClosed",
+    "FetchResult",
+    "GroupOffset",
+    "RustkaClientProtocol",
+    "TopicMetadata",
+    "Welcome",
+    "connect",
+]
+
+DEFAULT_PORT = 9092
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
+CLIENT_NAME = f"rustka-py/{rustka.__version__}"
+
+_LENGTH = struct.Struct("!I")
+_MAX_FRAME = 0xFFFF_FFFF
+_ENDPOINT_PREFIXES = ("tcp:", "tcp6:", "ssl:", "tls:", "unix:")
+
+T = TypeVar("T")
+
+
+class BrokerError(RustkaError):
+    """The broker answered tag 4 ``Error``: a seed op failed or the frame was unparseable.
+
+    Seed errors carry only prose, so this is all a client can know about them.
+    """
+
+
+class ConnectionClosed(RustkaError):
+    """The connection is gone, so this call was never (or never fully) answered.
+
+    A request that was sent may still have been carried out by the broker.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """The records of one FetchBatch plus where to continue.
+
+    ``records`` holds only offsets >= the requested one (the first stored batch
+    may start earlier); ``next_offset`` is the offset to fetch next.
+    """
+
+    records: list[Record]
+    log_start: int
+    high_watermark: int
+    next_offset: int
+
+
+def _error_from(response: p.Response, what: str) -> RustkaError:
+    """The exception a non-success response stands for."""
+    if isinstance(response, p.Error):
+        return BrokerError(response.message)
+    if isinstance(response, p.Failure):
+        cls = ERRORS_BY_CODE.get(response.code, RustkaError)
+        try:
+            exc = cls(response.message)
+        except TypeError:
+            exc = RustkaError(response.message)
+        if type(exc) is RustkaError:
+            # Keep a code this client does not know, for logs and newer callers.
+            exc.code = response.code
+        return exc
+    if isinstance(response, p.OutOfRange):
+        return OffsetOutOfRange(response.offset, response.log_start, response.high_watermark)
+    return RustkaError(f"the broker answered {what} with an unexpected {type(response).__name__}")
+
+
+def _expect(response: p.Response, kind: type[T], what: str) -> T:
+    if type(response) is kind:
+        return response  # type: ignore[return-value]
+    raise _error_from(response, what)
+
+
+_Pending = tuple[Deferred[Any], Callable[[p.Response], Any]]
+
+_CONNECTING, _OPEN, _CLOSING, _CLOSED = range(4)
+
+
+class RustkaClientProtocol(LinearInt32StringReceiver):
+    """One connection to a broker; see the module docstring.
+
+    ``MAX_LENGTH`` bounds a response frame (default 64 MiB; set it on the
+    instance or a subclass). A larger frame cannot be skipped safely, so the
+    connection is dropped and every outstanding call fails.
+    """
+
+    MAX_LENGTH = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: deque[_Pending] = deque()
+        self._state = _CONNECTING
+        self._close_reason: str | None = None
+        self._close_waiters: list[Deferred[None]] = []
+        self._aborted = False
+
+    # -- connection lifecycle ------------------------------------------------
+
+    def connectionMade(self) -> None:
+        self._state = _OPEN
+        # Requests are small and latency-bound; Nagle would hold them back.
+        # TLS wrappers forward the attribute to the TCP transport underneath.
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            # UNIX sockets have no Nagle algorithm to turn off.
+            with contextlib.suppress(OSError):
+                set_no_delay(True)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self._state = _CLOSED
+        self.discard_buffer()
+        why = self._close_reason or (
+            reason.getErrorMessage() if reason is not None else "connection lost"
+        )
+        pending, self._pending = self._pending, deque()
+        for d, _ in pending:
+            d.errback(ConnectionClosed(f"the connection closed before the broker answered: {why}"))
+        waiters, self._close_waiters = self._close_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    @property
+    def is_open(self) -> bool:
+        """True while calls can be made (connected, and close() not called)."""
+        return self._state == _OPEN
+
+    @property
+    def pending(self) -> int:
+        """Calls sent and not yet answered."""
+        return len(self._pending)
+
+    def close(self) -> Deferred[None]:
+        """Disconnect; fires when the connection is gone.
+
+        Calls made afterwards fail at once; calls still unanswered fail with
+        ConnectionClosed (await them first if their results matter).
+        """
+        if self._state in (_CONNECTING, _CLOSED):
+            self._state = _CLOSED
+            return defer.succeed(None)
+        d: Deferred[None] = Deferred()
+        self._close_waiters.append(d)
+        if self._state == _OPEN:
+            self._state = _CLOSING
+            self._close_reason = "the client closed the connection"
+            self.transport.loseConnection()
+        return d
+
+    def _drop(self, reason: str) -> None:
+        """Abandon a stream that can no longer be trusted to stay in step."""
+        if self._state in (_OPEN, _CLOSING) and not self._aborted:
+            self._aborted = True
+            self._state = _CLOSING
+            self._close_reason = reason
+            self.transport.abortConnection()
+
+    # -- receiving -----------------------------------------------------------
+
+    def framing_paused(self) -> bool:
+        return self._aborted or self._state == _CLOSED
+
+    def lengthLimitExceeded(self, length: int) -> None:
+        self._drop(
+            f"the broker sent a frame of {length} bytes, over this client's MAX_LENGTH of "
+            f"{self.MAX_LENGTH} bytes"
+        )
+
+    def stringReceived(self, string: bytes) -> None:
+        if not self._pending:
+            self._drop("the broker sent a response to no request")
+            return
+        d, convert = self._pending.popleft()
+        try:
+            result = convert(p.decode_response(string))
+        except Exception:
+            d.errback()
+        else:
+            d.callback(result)
+
+    # -- sending -------------------------------------------------------------
+
+    def _call(self, request: p.Request, convert: Callable[[p.Response], T]) -> Deferred[T]:
+        if self._state != _OPEN:
+            why = self._close_reason or (
+                "the client is not connected yet"
+                if self._state == _CONNECTING
+                else "the connection is closed"
+            )
+            return defer.fail(ConnectionClosed(why))
+        try:
+            parts = p.request_parts(request)
+        except (ValueError, TypeError) as exc:
+            return defer.fail(InvalidRequest(f"cannot encode {type(request).__name__}: {exc}"))
+        size = sum(len(part) for part in parts)
+        if size > _MAX_FRAME:
+            return defer.fail(
+                InvalidRequest(f"a {size}-byte request does not fit in one frame (max 4 GiB)")
+            )
+        d: Deferred[T] = Deferred()
+        self._pending.append((d, convert))
+        if len(parts) == 1:
+            self.transport.write(_LENGTH.pack(size) + parts[0])
+        else:
+            self.transport.writeSequence([_LENGTH.pack(size), *parts])
+        return d
+
+    # -- seed operations -----------------------------------------------------
+
+    def produce(self, topic: str, key: bytes, value: bytes) -> Deferred[tuple[int, int]]:
+        """Append one record; fires with (partition, offset)."""
+
+        def done(response: p.Response) -> tuple[int, int]:
+            produced = _expect(response, p.Produced, "Produce")
+            return produced.partition, produced.offset
+
+        return self._call(p.Produce(topic, key, value), done)
+
+    def fetch(self, topic: str, partition: int, offset: int) -> Deferred[Record | None]:
+        """The record at ``offset``, or None when the partition has nothing there yet."""
+
+        def done(response: p.Response) -> Record | None:
+            if type(response) is p.NotFound:
+                return None
+            found = _expect(response, p.FetchedRecord, "Fetch")
+            return Record(key=found.key, value=found.value, offset=found.offset)
+
+        return self._call(p.Fetch(topic, partition, offset), done)
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> Deferred[None]:
+        """Durably record ``offset`` as the next offset ``group`` will read."""
+
+        def done(response: p.Response) -> None:
+            _expect(response, p.CommitOk, "Commit")
+
+        return self._call(p.Commit(group, topic, partition, offset), done)
+
+    def committed(self, group: str, topic: str, partition: int) -> Deferred[int | None]:
+        """The group's committed offset, or None if it never committed there."""
+
+        def done(response: p.Response) -> int | None:
+            if type(response) is p.NotFound:
+                return None
+            return _expect(response, p.Offset, "OffsetFetch").offset
+
+        return self._call(p.OffsetFetch(group, topic, partition), done)
+
+    # -- extensions ----------------------------------------------------------
+
+    def hello(
+        self, version: int = p.PROTOCOL_VERSION, client: str = CLIENT_NAME
+    ) -> Deferred[Welcome]:
+        """Learn the broker's name, the common protocol version and the usable ops."""
+        return self._call(p.Hello(version, client), lambda r: _expect(r, p.Welcome, "Hello"))
+
+    def produce_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[Record] | bytes | bytearray | memoryview,
+    ) -> Deferred[tuple[int, int]]:
+        """Append records (or ready-made RecordBatch v2 bytes) to one partition.
+
+        Fires with the (base_offset, last_offset) the broker assigned, inclusive.
+        """
+        if isinstance(records, (bytes, bytearray, memoryview)):
+            data: bytes | bytearray | memoryview = records
+        else:
+            try:
+                data = encode_batch(list(records))
+            except RustkaError as exc:
+                return defer.fail(exc)
+
+        def done(response: p.Response) -> tuple[int, int]:
+            produced = _expect(response, p.BatchProduced, "ProduceBatch")
+            return produced.base_offset, produced.last_offset
+
+        return self._call(p.ProduceBatch(topic, partition, data), done)
+
+    def fetch_batch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        max_wait_ms: int = 0,
+    ) -> Deferred[FetchResult]:
+        """Records from ``offset`` on, waiting up to ``max_wait_ms`` at the end of the log.
+
+        Every batch's CRC-32C is verified (CorruptBatch otherwise). A long wait
+        holds up the calls queued behind it on this connection.
+        """
+
+        def done(response: p.Response) -> FetchResult:
+            result = _expect(response, p.Batches, "FetchBatch")
+            return _unpack_batches(result, offset)
+
+        return self._call(p.FetchBatch(topic, partition, offset, max_bytes, max_wait_ms), done)
+
+    def metadata(self, topics: Sequence[str] = ()) -> Deferred[list[TopicMetadata]]:
+        """Partition bounds of the named topics, or of every topic when none are named."""
+
+        def done(response: p.Response) -> list[TopicMetadata]:
+            return list(_expect(response, p.MetadataResult, "Metadata").topics)
+
+        return self._call(p.Metadata(tuple(topics)), done)
+
+    def create_topic(self, topic: str, partitions: int) -> Deferred[int]:
+        """Create a topic; fires with its partition count."""
+
+        def done(response: p.Response) -> int:
+            return _expect(response, p.TopicInfo, "CreateTopic").partitions
+
+        return self._call(p.CreateTopic(topic, partitions), done)
+
+    def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
+        """Raise a topic's partition count; fires with the new count."""
+
+        def done(response: p.Response) -> int:
+            return _expect(response, p.TopicInfo, "AlterTopic").partitions
+
+        return self._call(p.AlterTopic(topic, partitions), done)
+
+    def list_groups(self) -> Deferred[list[str]]:
+        """Every group with a committed offset, in name order."""
+
+        def done(response: p.Response) -> list[str]:
+            return list(_expect(response, p.Groups, "ListGroups").groups)
+
+        return self._call(p.ListGroups(), done)
+
+    def describe_group(self, group: str) -> Deferred[list[GroupOffset]]:
+        """A group's committed offsets with each partition's bounds (see GroupOffset.lag)."""
+
+        def done(response: p.Response) -> list[GroupOffset]:
+            return list(_expect(response, p.GroupOffsets, "DescribeGroup").offsets)
+
+        return self._call(p.DescribeGroup(group), done)
+
+
+def _unpack_batches(result: p.Batches, offset: int) -> FetchResult:
+    """Decode every batch (CRC-checked), dropping records before ``offset``.
+
+    A fetch of a few MiB builds tens of thousands of Record tuples at once;
+    see `rustka.allocation` for why the cyclic collector waits meanwhile.
+    """
+    data = result.batches
+    records: list[Record] = []
+    next_offset = offset
+    pos = 0
+    total = len(data)
+    with collector_paused():
+        while pos < total:
+            header = parse_header(data, pos)
+            records.extend(decode_records(data, pos, min_offset=offset))
+            next_offset = max(next_offset, header.next_offset)
+            pos += header.size
+    return FetchResult(records, result.log_start, result.high_watermark, next_offset)
+
+
+# --------------------------------------------------------------------------- connecting
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    """Split "HOST:PORT", "HOST", "[V6]:PORT" or a bare IPv6 address."""
+    text = address.strip()
+    host, port_text = text, ""
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            raise RustkaError(f"invalid broker address {address!r}: missing ']'")
+        host, rest = text[1:close], text[close + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                raise RustkaError(f"invalid broker address {address!r}")
+            port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    if not host:
+        raise RustkaError(f"invalid broker address {address!r}: no host")
+    if not port_text:
+        return host, DEFAULT_PORT
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise RustkaError(f"invalid broker address {address!r}: port must be 1-65535")
+    return host, int(port_text)
+
+
+def _endpoint(reactor: Any, broker: str, timeout: float) -> IStreamClientEndpoint:
+    text = broker.strip()
+    if "=" in text or text.startswith(_ENDPOINT_PREFIXES):
+        try:
+            return clientFromString(reactor, text)
+        except (ValueError, TypeError, KeyError, IndexError, ImportError) as exc:
+            raise RustkaError(f"invalid broker endpoint {broker!r}: {exc}") from exc
+    host, port = _host_port(text)
+    return HostnameEndpoint(reactor, host, port, timeout=timeout)
+
+
+async def connect(reactor: Any, broker: str, *, timeout: float = 10) -> RustkaClientProtocol:
+    """Connect to ``broker``: "HOST:PORT" (port defaults to 9092) or an endpoint string.
+
+    Endpoint strings ("tcp:host=h:port=p", "ssl:...", "unix:path=...") go to
+    Twisted's clientFromString, which is how TLS and UNIX sockets are reached.
+    A refused or timed-out connection raises BrokerUnavailable.
+    """
+    endpoint = _endpoint(reactor, broker, timeout)
+    d = connectProtocol(endpoint, RustkaClientProtocol())
+    d.addTimeout(timeout, reactor)
+    try:
+        proto: RustkaClientProtocol = await d
+    except defer.TimeoutError as exc:
+        raise BrokerUnavailable(f"could not connect to {broker} within {timeout} s") from exc
+    except (ConnectError, OSError) as exc:
+        raise BrokerUnavailable(f"could not connect to {broker}: {exc}") from exc
+    return proto

@@ -1,0 +1,399 @@
+"""The TCP face of the broker: framing, ordering, and per-connection limits.
+
+`BrokerProtocol` is an `Int32StringReceiver` (u32 big-endian length prefix,
+checked against `MAX_LENGTH` before a byte of payload is buffered) with the
+linear receive path of `rustka.framing`, so multi-MiB produce requests cost
+time proportional to their size.
+
+The protocol has no correlation ids, so responses must leave in request order
+(PROTOCOL.md rule 1) even though the broker completes them out of order; each
+request gets a slot in a queue and the queue is flushed from its head.
+
+Pipelining must not reorder *effects* either: a Fetch sent after a Produce on
+the same connection has to see that record, as it would in Kafka. Requests
+therefore run in "runs" of one kind: consecutive writes (or consecutive reads)
+are handed to the broker together, so a burst of produces still shares one
+group commit, but a read waits for the writes before it and vice versa.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Any
+
+from twisted.internet import defer, interfaces
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.protocols.policies import TimeoutMixin
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from rustka.broker.core import Broker
+from rustka.config import Config
+from rustka.errors import InvalidRequest
+from rustka.framing import LinearInt32StringReceiver
+from rustka.native import codec as p
+
+_LENGTH = struct.Struct("!I")
+# A whole Produced frame: length 13, tag 1, partition, offset.
+_PRODUCED_FRAME = struct.Struct("!IBIQ")
+_PRODUCED_LENGTH = 13
+
+WRITES: frozenset[type] = frozenset(
+    {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic}
+)
+
+
+@implementer(interfaces.IPushProducer)
+class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
+    """One client connection; see the module docstring."""
+
+    log = Logger()
+    factory: BrokerFactory
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._slots: deque[list[Any]] = deque()
+        self._reading_paused_by: set[str] = set()
+        self._closed = False
+        self._run_is_write = False
+        self._run_pending = 0
+        self._held: deque[tuple[bool, p.Request, list[Any]]] = deque()
+        self._stall_timer: Any = None
+        self._finishing = False
+        self._held_close: defer.Deferred[None] | None = None
+        self._reserved = 0
+        # Seed Produce requests started during this read, handed to the broker together.
+        self._burst: list[p.Produce] = []
+        self._burst_slots: list[list[Any]] = []
+        self.requests = 0
+
+    # -- connection lifecycle ---------------------------------------------------
+
+    def connectionMade(self) -> None:
+        config = self.factory.config
+        self.MAX_LENGTH = config.max_frame_bytes
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            set_no_delay(True)
+        self.transport.registerProducer(self, True)
+        self.setTimeout(config.idle_timeout_ms / 1000)
+        self.factory.connection_opened(self)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self._closed = True
+        self.setTimeout(None)
+        self._cancel_stall_timer()
+        self._slots.clear()
+        self._held.clear()
+        if self._held_close is not None and not self._held_close.called:
+            self._held_close.callback(None)
+        self.factory.connection_closed(self)
+
+    def timeoutConnection(self) -> None:
+        """Drop a connection that neither sends nor waits for anything.
+
+        A half-sent frame counts as idle (its sender stalled); a request still
+        being served does not (the client is waiting on us, e.g. a long-poll).
+        """
+        if self._slots:
+            self.resetTimeout()
+            return
+        self.log.info("dropping idle connection from {peer}", peer=str(self.transport.getPeer()))
+        self.transport.abortConnection()
+
+    # -- receiving --------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        self.resetTimeout()
+        super().dataReceived(data)
+
+    def deframe(self) -> None:
+        """Deframe what is buffered, then hand the Produce requests it held over at once."""
+        super().deframe()
+        if self._burst:
+            self._send_burst()
+
+    def framing_paused(self) -> bool:
+        """Stop deframing as soon as a limit pauses reading: one 64 KiB read can hold
+        thousands of small requests, and none of them may slip past the limit."""
+        return bool(self._reading_paused_by) or self._closed or self.transport.disconnecting
+
+    def lengthLimitExceeded(self, length: int) -> None:
+        """Answer once, then close: the rest of the stream cannot be framed any more.
+
+        Requests received before the oversized frame are still answered first,
+        in order, so the Error is never lost behind them.
+        """
+        self._respond_now(
+            p.Error(f"frame of {length} bytes exceeds the maximum of {self.MAX_LENGTH} bytes")
+        )
+        self.finish_and_close()
+
+    def stringReceived(self, payload: bytes) -> None:
+        self.requests += 1
+        try:
+            request = p.decode_request(payload)
+        except InvalidRequest as e:
+            self._respond_now(p.Error(f"bad request: {e}"))
+            return
+        slot: list[Any] = [None, 0]
+        self._slots.append(slot)
+        if len(self._slots) >= self.factory.config.max_in_flight_per_connection:
+            self._pause_reading("in-flight")
+        is_write = type(request) in WRITES
+        if self._held or not self._may_start(is_write, request):
+            self._held.append((is_write, request, slot))
+        else:
+            self._start(is_write, request, slot)
+
+    def _output_cost(self, request: p.Request) -> int:
+        """Bytes a request may add to this connection's output (only batched fetches are big)."""
+        if type(request) is p.FetchBatch:
+            return min(request.max_bytes, self.factory.config.fetch_max_bytes)
+        return 0
+
+    def _may_start(self, is_write: bool, request: p.Request) -> bool:
+        """Whether a request can run now without breaking order or the output budget.
+
+        A run of one kind must finish before a run of the other starts; a batched
+        fetch must fit the connection's output budget (one always may, so a
+        single response larger than the budget is still served) and must not
+        start while the client is not reading what it was already sent.
+        """
+        if self._run_pending and is_write != self._run_is_write:
+            return False
+        cost = self._output_cost(request)
+        if cost:
+            if "output" in self._reading_paused_by:
+                return False
+            budget = self.factory.config.max_output_bytes_per_connection
+            if self._reserved and self._reserved + cost > budget:
+                return False
+        return True
+
+    def _start(self, is_write: bool, request: p.Request, slot: list[Any]) -> None:
+        self._run_is_write = is_write
+        self._run_pending += 1
+        if type(request) is p.Produce:
+            # Started now, sent with the rest of this read's produces (see deframe).
+            self._burst.append(request)
+            self._burst_slots.append(slot)
+            return
+        if self._burst:
+            # Whatever starts after them must reach the broker after them.
+            self._send_burst()
+        cost = self._output_cost(request)
+        slot[1] = cost
+        self._reserved += cost
+        self.factory.broker.handle(request).addCallback(self._completed, slot)
+
+    def _send_burst(self) -> None:
+        requests, slots = self._burst, self._burst_slots
+        self._burst = []
+        self._burst_slots = []
+        self.factory.broker.produce_many(requests, slots, self._produced)
+
+    def _produced(self, slots: list[list[Any]], responses: list[p.Response]) -> None:
+        self._run_pending -= len(slots)
+        if self._closed:
+            return
+        for slot, response in zip(slots, responses, strict=True):
+            slot[0] = response
+        self._flush()
+        if self._held:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        """Start the held requests that may now run, in arrival order."""
+        held = self._held
+        try:
+            while held and not self._closed:
+                is_write, request, _ = held[0]
+                if not self._may_start(is_write, request):
+                    return
+                self._start(*held.popleft())
+        finally:
+            if self._burst:
+                self._send_burst()
+
+    # -- sending, in order --------------------------------------------------------
+
+    def _respond_now(self, response: p.Response) -> None:
+        slot: list[Any] = [response, 0]
+        self._slots.append(slot)
+        self._flush()
+
+    def _completed(self, response: p.Response, slot: list[Any]) -> None:
+        self._run_pending -= 1
+        if self._closed:
+            return
+        slot[0] = response
+        self._flush()
+        if self._held:
+            self._release_held()
+
+    def _flush(self) -> None:
+        """Write every answered response at the head of the queue, in one writeSequence."""
+        slots = self._slots
+        out: list[bytes] = []
+        produced = p.Produced
+        pack_produced = _PRODUCED_FRAME.pack
+        while slots and slots[0][0] is not None:
+            response, cost = slots.popleft()
+            if type(response) is produced:
+                out.append(pack_produced(_PRODUCED_LENGTH, 1, response[0], response[1]))
+                continue
+            self._reserved -= cost
+            parts = p.response_parts(response)
+            out.append(_LENGTH.pack(sum(len(part) for part in parts)))
+            out += parts
+        if out:
+            self.transport.writeSequence(out)
+        if "in-flight" in self._reading_paused_by and (
+            len(slots) < self.factory.config.max_in_flight_per_connection // 2
+        ):
+            self._resume_reading("in-flight")
+        if not slots:
+            self.resetTimeout()
+            self._close_when_answered()
+
+    # -- backpressure (IPushProducer, driven by the transport's write buffer) -----
+
+    def pauseProducing(self) -> None:
+        """The client is not reading its responses: stop reading its requests.
+
+        Batched fetches it already sent wait too (see `_may_start`), so its
+        buffered output stays within about twice its output budget. If it has
+        not drained its responses after the idle timeout, it is dropped.
+        """
+        self._pause_reading("output")
+        if self._stall_timer is None or not self._stall_timer.active():
+            self._stall_timer = self.factory.reactor.callLater(
+                self.factory.config.idle_timeout_ms / 1000, self._drop_stalled_reader
+            )
+
+    def resumeProducing(self) -> None:
+        self._cancel_stall_timer()
+        self._resume_reading("output")
+        if self._held:
+            self._release_held()
+
+    def _cancel_stall_timer(self) -> None:
+        if self._stall_timer is not None and self._stall_timer.active():
+            self._stall_timer.cancel()
+        self._stall_timer = None
+
+    def _drop_stalled_reader(self) -> None:
+        self._stall_timer = None
+        if self._closed:
+            return
+        self._closed = True
+        self.factory.slow_readers_dropped += 1
+        self.log.info(
+            "dropping {peer}: it stopped reading its responses",
+            peer=str(self.transport.getPeer()),
+        )
+        self.transport.abortConnection()
+
+    def stopProducing(self) -> None:
+        self._closed = True
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self._reading_paused_by and not self._closed:
+            self.transport.pauseProducing()
+        self._reading_paused_by.add(reason)
+
+    def _resume_reading(self, reason: str) -> None:
+        self._reading_paused_by.discard(reason)
+        if not self._reading_paused_by and not self._closed:
+            self.transport.resumeProducing()
+            self.deframe()
+
+    def finish_and_close(self) -> defer.Deferred[None]:
+        """Stop reading; close once every request received so far has its answer written."""
+        if self._closed:
+            return defer.succeed(None)
+        self._pause_reading("shutdown")
+        self._finishing = True
+        self._held_close = defer.Deferred()
+        self._close_when_answered()
+        return self._held_close
+
+    def _close_when_answered(self) -> None:
+        if self._finishing and not self._slots:
+            # Unregister first: a paused streaming producer would otherwise be
+            # resumed when the write buffer drains, and the close never happen.
+            self.transport.unregisterProducer()
+            self.transport.loseConnection()
+
+    @property
+    def pending(self) -> int:
+        """Requests received and not yet answered (for the admin views)."""
+        return len(self._slots)
+
+
+class BrokerFactory(Factory):
+    """Builds connections, enforces the connection limit and tracks who is connected."""
+
+    log = Logger()
+    protocol = BrokerProtocol
+
+    def __init__(self, broker: Broker, config: Config, reactor: Any = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self.broker = broker
+        self.config = config
+        self.reactor = reactor
+        self.connections: set[BrokerProtocol] = set()
+        self.refused = 0
+        self.slow_readers_dropped = 0
+        self._refusing = False
+
+    def buildProtocol(self, addr: Any) -> BrokerProtocol | None:  # type: ignore[override]
+        if len(self.connections) >= self.config.max_connections:
+            self.refused += 1
+            if not self._refusing:
+                self._refusing = True
+                self.log.warn(
+                    "refusing connections: the limit of {limit} connections is reached",
+                    limit=self.config.max_connections,
+                )
+            return None
+        if self._refusing:
+            self._refusing = False
+            self.log.info("accepting connections again ({refused} refused)", refused=self.refused)
+        return super().buildProtocol(addr)  # type: ignore[return-value]
+
+    def connection_opened(self, proto: BrokerProtocol) -> None:
+        self.connections.add(proto)
+
+    def connection_closed(self, proto: BrokerProtocol) -> None:
+        self.connections.discard(proto)
+
+    def close_all(self, timeout: float) -> defer.Deferred[None]:
+        """Graceful shutdown: answer what each client already sent, then hang up.
+
+        Every connection stops reading; each one closes as soon as its last
+        pending response is written. Whatever is still open after ``timeout``
+        seconds is aborted, so a stuck client cannot hold the shutdown.
+        """
+        closing = [proto.finish_and_close() for proto in list(self.connections)]
+        if not closing:
+            return defer.succeed(None)
+        done = defer.gatherResults(closing)
+
+        def abort_stragglers() -> None:
+            for proto in list(self.connections):
+                proto.transport.abortConnection()
+
+        timer = self.reactor.callLater(timeout, abort_stragglers)
+
+        def finished(_: object) -> None:
+            if timer.active():
+                timer.cancel()
+
+        return done.addBoth(finished)

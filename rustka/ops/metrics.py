@@ -1,0 +1,230 @@
+"""Prometheus metrics at /metrics, read from the live broker at scrape time.
+
+Nothing here is updated on the request path: the broker keeps plain integer
+counters (`BrokerStats`) and the collector turns them, and the storage state,
+into samples only when Prometheus asks. Each service gets a private
+`CollectorRegistry`, so several brokers in one process (the test suite) never
+clash over the global one.
+
+The page is rendered in the reactor thread, on purpose. The stock
+``prometheus_client.twisted.MetricsResource`` renders in the reactor's thread
+pool, where the collector would iterate the broker's dicts and sets while the
+reactor thread mutates them ("dictionary changed size during iteration").
+Rendering is a walk over in-memory numbers, cheap next to a request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import ProcessCollector, exposition
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+from twisted.application import service
+from twisted.web import pages, resource, server
+
+from rustka.broker.core import LATENCY_BUCKETS
+from rustka.native import codec as p
+from rustka.ops.manhole import group_offsets
+
+
+def _op_label(name: str) -> str:
+    """``ProduceBatch`` -> ``produce_batch``: label values in Prometheus' own style."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+_OPS: dict[str, str] = {t.__name__: _op_label(t.__name__) for t in typing.get_args(p.Request)}
+
+
+class BrokerCollector(Collector):
+    """Samples the broker, its connections and its I/O pool whenever it is collected."""
+
+    def __init__(self, broker: Any, factory: Any, io: Any) -> None:
+        self.broker = broker
+        self.factory = factory
+        self.io = io
+
+    def describe(self) -> list[Metric]:
+        # nothing to check against other collectors: the registry is private
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._requests()
+        yield from self._traffic()
+        yield from self._partitions()
+        yield self._lag()
+
+    def _requests(self) -> Iterator[Metric]:
+        stats = self.broker.stats
+        requests = CounterMetricFamily(
+            "rustka_requests",
+            "Requests answered, by operation and outcome.",
+            labels=("op", "outcome"),
+        )
+        errors = CounterMetricFamily(
+            "rustka_request_errors",
+            "Requests answered with an error, by operation.",
+            labels=("op",),
+        )
+        # every known op from the start, so rate() has a zero to start from
+        latency = HistogramMetricFamily(
+            "rustka_request_duration_seconds",
+            "Time from a request's arrival to its response, by operation.",
+            labels=("op",),
+        )
+        in_flight = GaugeMetricFamily(
+            "rustka_requests_in_flight", "Requests received and not yet answered.", labels=("op",)
+        )
+        names = {**_OPS, **{n: _op_label(n) for n in stats.requests if n not in _OPS}}
+        for name, op in sorted(names.items(), key=lambda item: item[1]):
+            completed = stats.completed.get(name, 0)
+            failed = stats.errors.get(name, 0)
+            requests.add_metric((op, "ok"), max(0, completed - failed))
+            requests.add_metric((op, "error"), failed)
+            errors.add_metric((op,), failed)
+            in_flight.add_metric((op,), max(0, stats.requests.get(name, 0) - completed))
+            histogram = stats.latency.get(name)
+            counts = histogram.counts if histogram is not None else [0] * (len(LATENCY_BUCKETS) + 1)
+            cumulative = list(itertools.accumulate(counts))
+            buckets = [
+                (repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)
+            ]
+            buckets.append(("+Inf", cumulative[-1]))
+            latency.add_metric((op,), buckets, histogram.total if histogram is not None else 0.0)
+        yield requests
+        yield errors
+        yield in_flight
+        yield latency
+
+    def _traffic(self) -> Iterator[Metric]:
+        stats = self.broker.stats
+        counters = (
+            ("rustka_records_in", "Records appended to partition logs.", stats.records_in),
+            ("rustka_bytes_in", "Record batch bytes appended to partition logs.", stats.bytes_in),
+            ("rustka_bytes_out", "Record bytes served to consumers.", stats.bytes_out),
+            ("rustka_fsync", "fsync calls on logs and the offsets store.", stats.fsyncs),
+            ("rustka_fsync_seconds", "Time spent in fsync.", stats.fsync_seconds),
+            (
+                "rustka_corrupt_batches",
+                "Stored batches that failed their CRC when read.",
+                stats.corrupt_batches,
+            ),
+            (
+                "rustka_retention_deleted_segments",
+                "Segments deleted by retention.",
+                stats.retention_deleted_segments,
+            ),
+            (
+                "rustka_connections_refused",
+                "Connections refused because max_connections was reached.",
+                getattr(self.factory, "refused", 0),
+            ),
+        )
+        for name, documentation, value in counters:
+            yield CounterMetricFamily(name, documentation, value=value)
+        yield GaugeMetricFamily(
+            "rustka_connections", "Open client connections.", value=len(self.factory.connections)
+        )
+        yield GaugeMetricFamily(
+            "rustka_io_queue_depth",
+            "Disk work items waiting for an I/O thread.",
+            value=self.io.queue_depth,
+        )
+
+    def _partitions(self) -> Iterator[Metric]:
+        labels = ("topic", "partition")
+        families = {
+            "start": GaugeMetricFamily(
+                "rustka_partition_log_start_offset",
+                "Oldest offset still stored.",
+                labels=labels,
+            ),
+            "end": GaugeMetricFamily(
+                "rustka_partition_end_offset", "Next offset to be assigned.", labels=labels
+            ),
+            "size": GaugeMetricFamily(
+                "rustka_partition_size_bytes", "Bytes of log on disk.", labels=labels
+            ),
+            "segments": GaugeMetricFamily(
+                "rustka_partition_segments", "Segment files in the log.", labels=labels
+            ),
+        }
+        logs = self.broker.logs
+        topics = sorted(logs.topics.items()) if logs is not None else []
+        for name, topic in topics:
+            for index, plog in enumerate(list(topic.partitions)):
+                key = (name, str(index))
+                families["start"].add_metric(key, plog.log_start_offset)
+                families["end"].add_metric(key, plog.end_offset)
+                families["size"].add_metric(key, plog.size_bytes)
+                families["segments"].add_metric(key, len(plog.segments))
+        yield from families.values()
+
+    def _lag(self) -> Metric:
+        lag = GaugeMetricFamily(
+            "rustka_group_lag",
+            "Records a consumer group has yet to read (end offset minus committed offset).",
+            labels=("group", "topic", "partition"),
+        )
+        for group, offset in group_offsets(self.broker):
+            lag.add_metric((group, offset.topic, str(offset.partition)), offset.lag)
+        return lag
+
+
+class MetricsPage(resource.Resource):
+    """The exposition of one registry, in the format the scraper's Accept header asks for."""
+
+    isLeaf = True
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+
+    def render_GET(self, request: server.Request) -> bytes:
+        accept = request.getHeader("accept") or ""
+        encoder, content_type = exposition.choose_encoder(accept)
+        body = encoder(self.registry)
+        request.setHeader(b"content-type", content_type.encode("ascii"))
+        return body
+
+
+class _Root(resource.Resource):
+    """Only /metrics exists; anything else is a plain 404 (the stock one is deprecated)."""
+
+    def getChild(self, path: bytes, request: server.Request) -> resource.IResource:
+        return pages.notFound()
+
+
+class QuietSite(server.Site):
+    """A Site without the access log: one line per scrape every 15 s is only noise."""
+
+    def log(self, request: server.Request) -> None:
+        pass
+
+
+def metrics_registry(broker: Any, factory: Any, io: Any) -> CollectorRegistry:
+    """A private registry: the broker's samples plus the process's (memory, fds, CPU)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(broker, factory, io))
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def metrics_service(
+    endpoint: str, broker: Any, factory: Any, io: Any, reactor: Any
+) -> service.Service:
+    """An HTTP listener serving /metrics (and 404 elsewhere) on ``endpoint``."""
+    from rustka.ops.tap import ListenerService
+
+    root = _Root()
+    root.putChild(b"metrics", MetricsPage(metrics_registry(broker, factory, io)))
+    return ListenerService(endpoint, "metrics", QuietSite(root), reactor)

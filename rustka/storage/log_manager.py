@@ -1,0 +1,207 @@
+"""Every topic of one data dir: discovered at startup, created on demand, retained.
+
+The directory listing is the only metadata. A clean-shutdown marker file is
+what lets startup trust the logs without scanning them: it is deleted as soon
+as the broker starts (so a crash leaves it missing) and written back, durably,
+only after every partition has been flushed and closed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rustka.errors import BrokerUnavailable, InvalidName, TopicExists, UnknownTopic
+from rustka.names import OFFSETS_TOPIC, validate_topic
+from rustka.storage.partition_log import LogConfig
+from rustka.storage.segment import fsync_dir
+from rustka.storage.topic import Topic, check_partition_count, is_temp_name
+
+CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening one segment had to repair, for the broker to log at startup."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    detail: Any
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition} segment {self.base_offset}: {self.detail}"
+
+
+class LogManager:
+    """The topics of a data dir.
+
+    ``recovered`` says whether this startup scanned the logs because the last
+    run did not shut down cleanly; the broker should open the offsets store with
+    the same flag, since the marker it depends on is gone by then.
+    """
+
+    data_dir: Path
+    topics: dict[str, Topic]
+    config: LogConfig
+    recovered: bool
+    recovery_reports: list[RecoveryReport]
+
+    def __init__(self, data_dir: Path, config: LogConfig, recovered: bool) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.recovered = recovered
+        self.topics = {}
+        self.recovery_reports = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, data_dir: Path, config: LogConfig, *, recover: bool | None = None) -> LogManager:
+        """Load every topic of ``data_dir``, creating the directory if needed.
+
+        ``recover=None`` decides from the marker: a data dir that holds logs but
+        no marker was not shut down cleanly, so its logs are scanned with CRCs.
+        """
+        data_dir = Path(data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        marker = data_dir / CLEAN_SHUTDOWN_MARKER
+        had_marker = marker.exists()
+        if had_marker:
+            marker.unlink()
+            fsync_dir(data_dir)
+        entries = [e for e in os.scandir(data_dir) if e.is_dir(follow_symlinks=False)]
+        for entry in entries:
+            if is_temp_name(entry.name):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        entries = [e for e in entries if not is_temp_name(e.name)]
+        if recover is None:
+            recover = not had_marker and bool(entries)
+        manager = cls(data_dir, config, recover)
+        try:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.name == OFFSETS_TOPIC or not _is_topic_name(entry.name):
+                    continue
+                topic = Topic.open(Path(entry.path), config, recover=recover)
+                manager.topics[topic.name] = topic
+                manager.recovery_reports.extend(_recovery_reports(topic))
+        except BaseException:
+            for topic in manager.topics.values():
+                topic.close()
+            raise
+        return manager
+
+    def topic(self, name: str) -> Topic:
+        """The open topic ``name``; the error names it so the client can act."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        return topic
+
+    def get_or_create(self, name: str, partition_count: int) -> Topic:
+        """The topic ``name``, created with ``partition_count`` partitions on first use."""
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        with self._lock:
+            topic = self.topics.get(name)
+            if topic is None:
+                topic = self._create_locked(name, partition_count)
+            return topic
+
+    def create_topic(self, name: str, partition_count: int) -> Topic:
+        """Create a new topic; an existing one is an error, never silently reused."""
+        with self._lock:
+            if name in self.topics:
+                raise TopicExists(f"topic {name!r} already exists")
+            return self._create_locked(name, partition_count)
+
+    def _create_locked(self, name: str, partition_count: int) -> Topic:
+        self._check_open()
+        validate_topic(name)
+        if name == CLEAN_SHUTDOWN_MARKER:
+            raise InvalidName(f"invalid topic name {name!r}: reserved by the broker")
+        check_partition_count(partition_count)
+        topic = Topic.create(self.data_dir, name, partition_count, self.config)
+        self.topics[name] = topic
+        return topic
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Per-partition figures for every topic, sorted by topic name."""
+        rows: list[dict[str, Any]] = []
+        for name in sorted(self.topics):
+            rows.extend(self.topics[name].describe())
+        return rows
+
+    def enforce_retention(self, now_ms: int) -> dict[tuple[str, int], list[int]]:
+        """Apply retention to every partition; returns the deleted segment bases by partition."""
+        deleted: dict[tuple[str, int], list[int]] = {}
+        for topic in list(self.topics.values()):
+            for index, log in enumerate(topic.partitions):
+                bases = log.enforce_retention(now_ms)
+                if bases:
+                    deleted[(topic.name, index)] = bases
+        return deleted
+
+    def flush(self) -> None:
+        """Make everything appended so far durable."""
+        for topic in list(self.topics.values()):
+            topic.flush()
+
+    def close(self) -> None:
+        """Flush and close every partition, then durably mark the shutdown as clean.
+
+        The marker is written only if every close succeeded: a partition that
+        failed to flush must be scanned next time.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        first_error: BaseException | None = None
+        with self._lock:
+            topics = list(self.topics.values())
+        for topic in topics:
+            try:
+                topic.close()
+            except BaseException as e:
+                if first_error is None:
+                    first_error = e
+        if first_error is not None:
+            raise first_error
+        self._write_marker()
+
+    def _write_marker(self) -> None:
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"clean\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.data_dir)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BrokerUnavailable("the log manager is closed: the broker is shutting down")
+
+
+def _is_topic_name(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except InvalidName:
+        return False
+    return name != CLEAN_SHUTDOWN_MARKER
+
+
+def _recovery_reports(topic: Topic) -> list[RecoveryReport]:
+    reports: list[RecoveryReport] = []
+    for index, log in enumerate(topic.partitions):
+        for segment in log.segments:
+            detail = getattr(segment, "last_recovery", None)
+            if detail:
+                reports.append(RecoveryReport(topic.name, index, segment.base_offset, detail))
+    return reports

@@ -1,0 +1,594 @@
+"""A partition's log: ordered segments with append, roll, read, retention and recovery.
+
+Writes come from one thread at a time (the partition's lane). Readers on other
+threads take one immutable snapshot (``_View``) of the segments, log start,
+end offset and active size at entry and never look past it, so an append is
+invisible until it is complete (and, with ``flush="always"``, fsynced).
+
+The ``recovery-point`` file records an offset below which every segment is known
+to be fully on disk: segments are fsynced (with the directory) when they roll,
+and the whole log on a clean close. Recovery only CRC-scans segments at or after
+it, so a restart after a crash costs one segment scan, not the whole partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+
+from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange, StorageError
+from rustka.storage.record_batch import (
+    BatchHeader,
+    Record,
+    decode_records,
+    set_base_offset,
+    validate_batches,
+)
+from rustka.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    MAX_SEGMENT_SIZE,
+    Segment,
+    base_offset_of,
+    fsync_dir,
+)
+
+__all__ = ["RECOVERY_POINT_FILE", "LogConfig", "PartitionLog", "ms_now"]
+
+RECOVERY_POINT_FILE = "recovery-point"
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned")
+# u64 offset, then CRC-32C of those 8 bytes so a torn write reads as "unknown".
+_RECOVERY_POINT = struct.Struct(">QI")
+
+
+def ms_now() -> int:
+    """Wall-clock milliseconds: the default clock for time-based rolling."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class LogConfig:
+    """Per-partition storage settings; None disables a time or size limit."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int | None = 7 * 24 * 3600 * 1000
+    retention_bytes: int | None = None
+    retention_ms: int | None = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    flush: str = "always"
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """What a reader may see; replaced as a whole after each completed write."""
+
+    segments: tuple[Segment, ...]
+    bases: tuple[int, ...]
+    log_start: int
+    end: int
+    active_size: int
+    size_bytes: int
+
+
+class PartitionLog:
+    """The segments of one partition directory, oldest first; the last one is active."""
+
+    directory: Path
+    config: LogConfig
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[Segment],
+        recovery_point: int,
+        clock: Callable[[], int],
+    ) -> None:
+        """Use ``open``; this only wires up already-loaded segments."""
+        self.directory = directory
+        self.config = config
+        self._clock = clock
+        self._segments = segments
+        self._recovery_point = recovery_point
+        # Time-based rolling counts from the later of the first batch's timestamp
+        # and when this process started the segment, so batches with old client
+        # timestamps cannot make every append roll.
+        self._active_started_ms: int | None = None
+        self._doomed: list[Segment] = []
+        self._failed: str | None = None
+        self._closed = False
+        self._view = self._make_view(sum(s.size for s in segments))
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recover: bool = False,
+        clock: Callable[[], int] = ms_now,
+    ) -> PartitionLog:
+        """Load the partition from its directory listing and index files.
+
+        ``recover=True`` CRC-scans the segments at or after the recovery point;
+        the rest are trusted (they were fsynced when they rolled).
+        """
+        directory = Path(directory)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            bases = _tidy_directory(directory)
+        except OSError as e:
+            raise StorageError(f"cannot list partition directory {directory}: {e}") from e
+        recovery_point = _read_recovery_point(directory)
+        interval = config.index_interval_bytes
+        segments: list[Segment] = []
+        try:
+            for i, base in enumerate(bases):
+                scan = recover and base >= recovery_point
+                seg = Segment.open(directory, base, interval, recover=scan)
+                segments.append(seg)
+                info = seg.last_recovery
+                if scan and info is not None and info.truncated_bytes and i + 1 < len(bases):
+                    # Data after a torn write was never made durable in order;
+                    # keeping it would leave a hole in the offsets.
+                    dropped = bases[i + 1 :]
+                    _remove_segment_files(directory, dropped)
+                    seg.last_recovery = replace(
+                        info,
+                        reason=f"{info.reason}; later segments {dropped} deleted",
+                    )
+                    break
+            if not segments:
+                segments.append(Segment.create(directory, 0, interval))
+                fsync_dir(directory)
+        except OSError as e:
+            for seg in segments:
+                seg.close()
+            raise StorageError(f"cannot open partition {directory}: {e}") from e
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            raise
+        log = cls(directory, config, segments, recovery_point, clock)
+        try:
+            if recovery_point != segments[-1].base_offset:
+                # Until the next clean close the active segment is not known to be
+                # on disk, so a crash must rescan it.
+                log._write_recovery_point(segments[-1].base_offset)
+        except BaseException:
+            log._close_segments()
+            raise
+        return log
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _make_view(self, size_bytes: int, view: _View | None = None) -> _View:
+        segments = tuple(self._segments) if view is None else view.segments
+        bases = tuple(s.base_offset for s in segments) if view is None else view.bases
+        active = segments[-1]
+        return _View(
+            segments, bases, segments[0].base_offset, active.next_offset, active.size, size_bytes
+        )
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._view.log_start
+
+    @property
+    def end_offset(self) -> int:
+        return self._view.end
+
+    @property
+    def size_bytes(self) -> int:
+        return self._view.size_bytes
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._view.segments)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    def describe(self) -> dict[str, Any]:
+        """The numbers an operator wants first: bounds, segment count, bytes."""
+        view = self._view
+        return {
+            "log_start": view.log_start,
+            "end": view.end,
+            "segments": len(view.segments),
+            "bytes": view.size_bytes,
+        }
+
+    def __repr__(self) -> str:
+        view = self._view
+        return f"<PartitionLog {self.directory} offsets {view.log_start}..{view.end}>"
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, data: bytes | bytearray | memoryview) -> tuple[int, int]:
+        """Append one validated payload of batches; returns its (first, last) offsets."""
+        return self.append_many([data])[0]
+
+    def append_many(
+        self,
+        payloads: Sequence[bytes | bytearray | memoryview],
+        validated: Sequence[list[tuple[int, BatchHeader]]] | None = None,
+    ) -> list[tuple[int, int]]:
+        """Group commit: assign offsets to several payloads and write them together.
+
+        One copy into a bytearray, base offsets rewritten in place (the CRC does
+        not cover them), and one ``os.write`` per segment touched. All or
+        nothing: a bad payload raises InvalidBatch before anything is written,
+        and a failed write is rolled back before StorageError is raised.
+
+        ``validated`` carries `validate_batches` results the caller already
+        computed (the broker validates each request on arrival so that one bad
+        request fails alone); the CRCs are then not computed a second time.
+        """
+        self._check_writable()
+        if not payloads:
+            return []
+        parsed: list[list[tuple[int, BatchHeader]]] = []
+        if validated is not None:
+            parsed = list(validated)
+        else:
+            for i, payload in enumerate(payloads):
+                try:
+                    parsed.append(validate_batches(payload))
+                except InvalidBatch as e:
+                    if len(payloads) == 1:
+                        raise
+                    raise InvalidBatch(f"payload {i}: {e}") from None
+        buf = bytearray().join(payloads)
+        config = self.config
+        now = self._clock() if config.segment_ms is not None else 0
+        active = self._segments[-1]
+        next_offset = active.next_offset
+        touched: list[tuple[Segment, int]] = [(active, active.size)]
+        created: list[Segment] = []
+        old_recovery_point = self._recovery_point
+        results: list[tuple[int, int]] = []
+        chunk_start = 0
+        chunk: list[tuple[int, BatchHeader]] = []
+        at = 0
+        try:
+            for payload_batches, payload in zip(parsed, payloads, strict=True):
+                length = len(payload)
+                count = sum(h.last_offset_delta + 1 for _, h in payload_batches)
+                pending = at - chunk_start
+                if self._should_roll(active, pending, length, next_offset + count - 1, now):
+                    if chunk:
+                        self._write_chunk(active, buf, chunk_start, at, chunk)
+                    active = self._roll_to(next_offset, now)
+                    created.append(active)
+                    touched.append((active, 0))
+                    chunk_start = at
+                    chunk = []
+                first = next_offset
+                for pos, header in payload_batches:
+                    set_base_offset(buf, at + pos, next_offset)
+                    chunk.append((at + pos - chunk_start, header))
+                    next_offset += header.last_offset_delta + 1
+                results.append((first, next_offset - 1))
+                at += length
+            if chunk:
+                self._write_chunk(active, buf, chunk_start, at, chunk)
+            if config.flush == "always":
+                for seg, _ in touched:
+                    seg.flush()
+        except (OSError, StorageError) as e:
+            self._undo(touched, created, old_recovery_point)
+            detail = e.strerror if isinstance(e, OSError) else str(e)
+            raise StorageError(
+                f"append to {self.directory} failed, nothing was written: {detail}"
+            ) from e
+        self._publish(self._view.size_bytes + len(buf), segments_changed=bool(created))
+        return results
+
+    def _write_chunk(
+        self, seg: Segment, buf: bytearray, start: int, end: int, batches: list[Any]
+    ) -> None:
+        view = memoryview(buf)[start:end]
+        try:
+            seg.append(view, batches)
+        finally:
+            view.release()
+
+    def _should_roll(
+        self, active: Segment, pending: int, length: int, last_offset: int, now: int
+    ) -> bool:
+        """Roll before a payload if the active segment is full, old, or out of index range."""
+        size = active.size + pending
+        if size == 0:
+            return False
+        config = self.config
+        if size >= config.segment_bytes or size + length > MAX_SEGMENT_SIZE:
+            return True
+        if last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
+            return True
+        if config.segment_ms is None or active.size == 0:
+            return False
+        started = active.first_timestamp
+        if self._active_started_ms is not None:
+            started = max(started, self._active_started_ms)
+        return started >= 0 and now - started > config.segment_ms
+
+    def _roll_to(self, base_offset: int, now: int) -> Segment:
+        """Seal the active segment and start a new one at ``base_offset``.
+
+        The sealed segment and the directory are fsynced before the recovery
+        point moves past it, so recovery may skip it from then on.
+        """
+        self._segments[-1].flush()
+        seg = Segment.create(self.directory, base_offset, self.config.index_interval_bytes)
+        self._segments.append(seg)
+        try:
+            self._write_recovery_point(base_offset)
+        except StorageError:
+            self._segments.pop()
+            seg.close()
+            with contextlib.suppress(StorageError):
+                seg.remove_files()
+            raise
+        self._active_started_ms = now
+        return seg
+
+    def _undo(
+        self, touched: list[tuple[Segment, int]], created: list[Segment], recovery_point: int
+    ) -> None:
+        """Put the log back as it was before a failed append_many."""
+        try:
+            for seg in reversed(created):
+                self._segments.remove(seg)
+                seg.close()
+                seg.remove_files()
+            for seg, size in touched:
+                if seg not in created and seg.size != size:
+                    seg.truncate_to(size)
+                    seg.flush()
+            if self._recovery_point != recovery_point:
+                self._write_recovery_point(recovery_point)
+        except (OSError, StorageError) as e:
+            self._failed = (
+                f"partition {self.directory} could not be rolled back after a failed write "
+                f"({e}); reopen it with recovery"
+            )
+
+    def _publish(self, size_bytes: int, *, segments_changed: bool) -> None:
+        self._view = self._make_view(size_bytes, None if segments_changed else self._view)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StorageError(f"partition {self.directory} is closed")
+        if self._failed is not None:
+            raise StorageError(self._failed)
+
+    def roll(self) -> None:
+        """Start a new segment now (if the active one holds anything)."""
+        self._check_writable()
+        active = self._segments[-1]
+        if active.size == 0:
+            return
+        self._roll_to(active.next_offset, self._clock())
+        self._publish(self._view.size_bytes, segments_changed=True)
+
+    def flush(self) -> None:
+        """fsync what the active segment holds (sealed segments were fsynced at roll)."""
+        self._check_writable()
+        self._segments[-1].flush()
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole CRC-checked batches from the one holding ``offset``, within one segment."""
+        view = self._view
+        if offset < view.log_start or offset > view.end:
+            raise OffsetOutOfRange(offset, view.log_start, view.end)
+        if offset == view.end:
+            return b""
+        segments = view.segments
+        last = len(segments) - 1
+        i = bisect_right(view.bases, offset) - 1
+        while True:
+            seg = segments[i]
+            data = seg.read(offset, max_bytes, view.active_size if i == last else None)
+            if data:
+                return data
+            if i == last:
+                raise CorruptBatch(
+                    f"{seg.log_path}: offset {offset} is below the end offset {view.end} "
+                    f"but no stored batch holds it"
+                )
+            # A hole left by recovery: serve from the next segment's first offset.
+            i += 1
+            offset = segments[i].base_offset
+
+    def read_record(self, offset: int) -> Record | None:
+        """The record at ``offset`` (CRC verified), or None at/after the end or in a hole."""
+        view = self._view
+        if offset >= view.end:
+            return None
+        data = self.read(offset, 1)
+        records = decode_records(data, 0, verify=True, min_offset=offset)
+        if records and records[0].offset == offset:
+            return records[0]
+        return None
+
+    # ------------------------------------------------------------------ retention
+
+    def enforce_retention(self, now_ms: int) -> list[int]:
+        """Delete whole oldest segments beyond retention_bytes or older than retention_ms.
+
+        Never the active segment: an old, non-empty active segment is rolled so
+        a later pass can expire it. Segments deleted by the previous pass are
+        closed now, which gives in-flight readers one retention interval.
+        Returns the base offsets deleted.
+        """
+        self._check_writable()
+        self._release_doomed()
+        config = self.config
+        retention_ms = config.retention_ms
+        retention_bytes = config.retention_bytes
+        candidates = self._segments[:-1]
+        active = self._segments[-1]
+        if (
+            retention_ms is not None
+            and active.size > 0
+            and self._segment_time(active) < now_ms - retention_ms
+        ):
+            self.roll()
+        total = self._view.size_bytes
+        count = 0
+        for seg in candidates:
+            expired = retention_ms is not None and self._segment_time(seg) < now_ms - retention_ms
+            oversize = retention_bytes is not None and total > retention_bytes
+            if not (expired or oversize):
+                break
+            total -= seg.size
+            count += 1
+        return self._delete_oldest(count)
+
+    def delete_before(self, offset: int) -> list[int]:
+        """Delete the oldest non-active segments whose offsets all lie below ``offset``."""
+        self._check_writable()
+        self._release_doomed()
+        count = 0
+        for seg in self._segments[:-1]:
+            if seg.next_offset > offset:
+                break
+            count += 1
+        return self._delete_oldest(count)
+
+    def _segment_time(self, seg: Segment) -> int:
+        """Newest timestamp in the segment; the file time when batches carry none."""
+        return seg.max_timestamp if seg.max_timestamp >= 0 else seg.mtime_ms()
+
+    def _delete_oldest(self, count: int) -> list[int]:
+        """Drop ``count`` oldest segments: move log start first, then rename the files."""
+        if count <= 0:
+            return []
+        count = min(count, len(self._segments) - 1)
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        freed = sum(seg.size for seg in doomed)
+        self._publish(self._view.size_bytes - freed, segments_changed=True)
+        self._doomed.extend(doomed)
+        errors: list[str] = []
+        for seg in doomed:
+            try:
+                seg.delete()
+            except StorageError as e:
+                errors.append(str(e))
+        try:
+            fsync_dir(self.directory)
+        except OSError as e:
+            errors.append(f"fsync of {self.directory} failed: {e.strerror}")
+        if errors:
+            raise StorageError("; ".join(errors))
+        return [seg.base_offset for seg in doomed]
+
+    def _release_doomed(self) -> None:
+        """Close and remove segments deleted by an earlier pass."""
+        doomed, self._doomed = self._doomed, []
+        for seg in doomed:
+            seg.close()
+            with contextlib.suppress(StorageError):
+                seg.remove_files()
+
+    # ------------------------------------------------------------------ recovery point
+
+    def _write_recovery_point(self, offset: int) -> None:
+        """Atomically replace the recovery-point file (tmp, fsync, rename, fsync dir)."""
+        path = self.directory / RECOVERY_POINT_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        data = _RECOVERY_POINT.pack(offset, crc32c(offset.to_bytes(8, "big")))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            fsync_dir(self.directory)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StorageError(f"cannot write {path}: {e.strerror}") from e
+        self._recovery_point = offset
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush, mark everything as durable in the recovery point, release the fds."""
+        if self._closed:
+            return
+        try:
+            if self._failed is None:
+                self._segments[-1].flush()
+                self._write_recovery_point(self._segments[-1].next_offset)
+        finally:
+            self._closed = True
+            self._close_segments()
+
+    def _close_segments(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self._release_doomed()
+
+
+def _tidy_directory(directory: Path) -> list[int]:
+    """Remove leftovers of interrupted work; return the segment base offsets, sorted."""
+    names = os.listdir(directory)
+    bases = {b for b in (base_offset_of(n) for n in names) if b is not None}
+    removed = False
+    for name in names:
+        stale = name.endswith(_LEFTOVER_SUFFIXES)
+        if not stale:
+            index_base = base_offset_of(name, INDEX_SUFFIX)
+            stale = index_base is not None and index_base not in bases
+        if stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / name)
+            removed = True
+    if removed:
+        fsync_dir(directory)
+    return sorted(bases)
+
+
+def _remove_segment_files(directory: Path, bases: Sequence[int]) -> None:
+    for base in bases:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / f"{base:020d}{suffix}")
+    fsync_dir(directory)
+
+
+def _read_recovery_point(directory: Path) -> int:
+    """The stored recovery point, or 0 (scan everything) if absent or damaged."""
+    try:
+        data = (directory / RECOVERY_POINT_FILE).read_bytes()
+    except FileNotFoundError:
+        return 0
+    except OSError as e:
+        raise StorageError(f"cannot read the recovery point of {directory}: {e.strerror}") from e
+    if len(data) != _RECOVERY_POINT.size:
+        return 0
+    offset, checksum = _RECOVERY_POINT.unpack(data)
+    if crc32c(data[:8]) != checksum:
+        return 0
+    return offset

@@ -1,0 +1,263 @@
+"""A topic: numbered partition folders under ``data_dir/<topic>/`` plus key routing.
+
+There is no metadata file: the partition count *is* the number of folders, so
+the folders must only ever appear whole and in order. Creation therefore builds
+the complete tree under a temporary name and renames it into place in one step,
+and ``open`` refuses a topic whose folders are not exactly ``0..n-1``, because a
+gap means keys would silently route to a different partition than before.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rustka import partitioner
+from rustka.errors import InvalidPartitionCount, StorageError, TopicExists, UnknownPartition
+from rustka.names import validate_topic
+from rustka.storage.partition_log import LogConfig, PartitionLog
+from rustka.storage.segment import fsync_dir
+
+MAX_PARTITIONS = 10_000
+
+# "~" is outside the topic name alphabet, so a temporary directory can never be
+# mistaken for (or collide with) a real topic or partition folder.
+TEMP_MARKER = ".tmp~"
+_PARTITION_DIR = re.compile(r"0|[1-9][0-9]*")
+_DIGITS = re.compile(r"[0-9]+")
+# Keeps temporary names under NAME_MAX even for a 249-character topic name.
+_TEMP_NAME_PREFIX_CHARS = 64
+
+
+def temp_name(label: str) -> str:
+    """A fresh name for a directory that is built first and renamed into place later."""
+    return f"{label[:_TEMP_NAME_PREFIX_CHARS]}{TEMP_MARKER}{secrets.token_hex(8)}"
+
+
+def is_temp_name(name: str) -> bool:
+    """True for leftovers of an interrupted create, which are safe to delete."""
+    return TEMP_MARKER in name
+
+
+def check_partition_count(count: object) -> int:
+    """Return ``count`` if a topic may have that many partitions, else raise."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise InvalidPartitionCount(f"partition count must be an integer, got {count!r}")
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise InvalidPartitionCount(
+            f"partition count must be between 1 and {MAX_PARTITIONS}, got {count}"
+        )
+    return count
+
+
+def _make_partition_dir(path: Path) -> None:
+    """Create one empty partition folder and make its creation durable."""
+    path.mkdir()
+    fsync_dir(path)
+
+
+class Topic:
+    """The partitions of one topic, in partition order.
+
+    ``partitions`` is replaced, never mutated, when partitions are added, so a
+    reader that grabbed the list keeps a consistent view.
+    """
+
+    name: str
+    directory: Path
+    partitions: list[PartitionLog]
+
+    def __init__(
+        self, name: str, directory: Path, partitions: list[PartitionLog], config: LogConfig
+    ) -> None:
+        self.name = name
+        self.directory = directory
+        self.partitions = partitions
+        self.config = config
+
+    @classmethod
+    def create(cls, data_dir: Path, name: str, partition_count: int, config: LogConfig) -> Topic:
+        """Create the topic's folders atomically, then open its partition logs.
+
+        Everything is validated before the first byte touches the disk, and a
+        crash at any point leaves either no topic or a complete one (plus a
+        temporary directory that the next startup removes).
+        """
+        validate_topic(name)
+        check_partition_count(partition_count)
+        data_dir = Path(data_dir)
+        directory = data_dir / name
+        if directory.exists():
+            raise TopicExists(f"topic {name!r} already exists")
+        staging = data_dir / temp_name(name)
+        staging.mkdir()
+        try:
+            for index in range(partition_count):
+                _make_partition_dir(staging / str(index))
+            fsync_dir(staging)
+            try:
+                os.rename(staging, directory)
+            except OSError as e:
+                if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise TopicExists(f"topic {name!r} already exists") from e
+                raise
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        fsync_dir(data_dir)
+        return cls.open(directory, config)
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, recover: bool = False) -> Topic:
+        """Open every partition folder of an existing topic.
+
+        ``recover`` is passed to each partition log: after an unclean shutdown
+        the tails of the logs must be scanned and torn writes truncated.
+        """
+        directory = Path(directory)
+        name = validate_topic(directory.name)
+        indexes = _list_partitions(directory)
+        partitions: list[PartitionLog] = []
+        try:
+            for index in indexes:
+                partitions.append(
+                    PartitionLog.open(directory / str(index), config, recover=recover)
+                )
+        except BaseException:
+            for log in partitions:
+                log.close()
+            raise
+        return cls(name, directory, partitions, config)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    def partition(self, index: int) -> PartitionLog:
+        """The log of partition ``index``; the error names the valid range."""
+        partitions = self.partitions
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not 0 <= index < len(partitions)
+        ):
+            raise UnknownPartition(
+                f"topic {self.name!r} has no partition {index!r} "
+                f"(it has partitions 0-{len(partitions) - 1})"
+            )
+        return partitions[index]
+
+    def partition_for_key(self, key: bytes) -> int:
+        """Route a key exactly as Kafka's default partitioner would."""
+        return partitioner.partition_for_key(key, len(self.partitions))
+
+    def add_partitions(self, new_count: int) -> None:
+        """Grow the topic to ``new_count`` partitions (keys may move, as in Kafka).
+
+        New folders are created one at a time in increasing order, each made
+        durable before the next, so a crash can only leave a shorter but still
+        contiguous topic, never a gap.
+        """
+        check_partition_count(new_count)
+        current = len(self.partitions)
+        if new_count == current:
+            raise InvalidPartitionCount(
+                f"topic {self.name!r} already has {current} partitions; "
+                f"the new count must be larger"
+            )
+        if new_count < current:
+            raise InvalidPartitionCount(
+                f"topic {self.name!r} has {current} partitions and cannot shrink to {new_count}"
+            )
+        added: list[PartitionLog] = []
+        try:
+            for index in range(current, new_count):
+                staging = self.directory / temp_name(str(index))
+                final = self.directory / str(index)
+                try:
+                    _make_partition_dir(staging)
+                    os.rename(staging, final)
+                except BaseException:
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise
+                fsync_dir(self.directory)
+                added.append(PartitionLog.open(final, self.config))
+        finally:
+            if added:
+                self.partitions = self.partitions + added
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Per-partition figures for admin views (CLI, manhole, metrics)."""
+        rows: list[dict[str, Any]] = []
+        for index, log in enumerate(self.partitions):
+            rows.append(
+                {
+                    "topic": self.name,
+                    "partition": index,
+                    "log_start_offset": log.log_start_offset,
+                    "end_offset": log.end_offset,
+                    "size_bytes": log.size_bytes,
+                    "segments": len(log.segments),
+                }
+            )
+        return rows
+
+    def flush(self) -> None:
+        """Make every partition's appended data durable."""
+        for log in self.partitions:
+            log.flush()
+
+    def close(self) -> None:
+        """Flush and close every partition, even if one of them fails."""
+        first_error: BaseException | None = None
+        for log in self.partitions:
+            try:
+                log.close()
+            except BaseException as e:
+                if first_error is None:
+                    first_error = e
+        if first_error is not None:
+            raise first_error
+
+
+def _list_partitions(directory: Path) -> list[int]:
+    """The partition numbers found in ``directory``, checked to be exactly ``0..n-1``.
+
+    Leftover temporary folders from an interrupted ``add_partitions`` are
+    removed; anything else that looks numeric but is not canonical ("01") is an
+    error, since it cannot be mapped to a partition unambiguously.
+    """
+    try:
+        entries = list(os.scandir(directory))
+    except OSError as e:
+        raise StorageError(f"cannot list topic directory {directory}: {e.strerror}") from e
+    found: list[int] = []
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if is_temp_name(entry.name):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            continue
+        if _PARTITION_DIR.fullmatch(entry.name):
+            found.append(int(entry.name))
+        elif _DIGITS.fullmatch(entry.name):
+            raise StorageError(
+                f"topic directory {directory} has a non-canonical partition folder "
+                f"{entry.name!r}; rename it (without leading zeros) or remove it"
+            )
+    found.sort()
+    if not found:
+        raise StorageError(f"topic directory {directory} has no partition folders")
+    if found != list(range(len(found))):
+        missing = sorted(set(range(found[-1] + 1)) - set(found))
+        raise StorageError(
+            f"topic directory {directory} has partition folders up to {found[-1]} but "
+            f"is missing {', '.join(map(str, missing))}; partitions must be numbered "
+            f"0..n-1 without gaps"
+        )
+    return found

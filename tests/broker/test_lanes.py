@@ -1,0 +1,167 @@
+"""Lanes: serial order per lane, coalescing of queued appends, parallel lanes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from rustka.broker.lanes import IOPool, Lane
+from rustka.errors import BrokerUnavailable
+from tests.conftest import within
+
+
+@pytest.fixture
+def io() -> Any:
+    from twisted.internet import reactor
+
+    pool = IOPool(reactor, threads=2)
+    pool.startService()
+    yield pool
+    if pool.running:
+        pool.stopService()
+
+
+def gated_writer() -> tuple[threading.Event, list[list[int]], Callable[[list[int]], list[int]]]:
+    """A write_many whose first call blocks until the gate opens, recording each call.
+
+    While the first write is held, later appends queue up, so a test sees exactly
+    how the lane coalesces them.
+    """
+    gate = threading.Event()
+    calls: list[list[int]] = []
+
+    def write_many(items: list[int]) -> list[int]:
+        if not calls:
+            gate.wait(10)
+        calls.append(list(items))
+        return [i * 10 for i in items]
+
+    return gate, calls, write_many
+
+
+@pytest_twisted.ensureDeferred
+async def test_appends_queued_behind_a_write_are_coalesced(io: IOPool) -> None:
+    """While one write runs, later appends wait and then go to write_many together."""
+    gate, calls, write_many = gated_writer()
+    lane = Lane(io, write_many)
+    first = lane.append(0)
+    rest = [lane.append(i) for i in range(1, 50)]
+    gate.set()
+    results = await defer.gatherResults([first, *rest])
+    assert results == [i * 10 for i in range(50)]
+    assert calls == [[0], list(range(1, 50))]
+    assert lane.hops == 2 and lane.items == 50
+
+
+@pytest_twisted.ensureDeferred
+async def test_calls_and_appends_keep_submission_order(io: IOPool) -> None:
+    """A submitted call runs after the appends before it and before those after it."""
+    seen: list[str] = []
+    lane = Lane(io, lambda items: [seen.extend(items) or None for _ in items])
+    work = [
+        lane.append("a1"),
+        lane.append("a2"),
+        lane.submit(seen.append, "call"),
+        lane.append("a3"),
+    ]
+    await defer.gatherResults(work)
+    assert seen == ["a1", "a2", "call", "a3"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_failed_write_fails_only_its_own_group(io: IOPool) -> None:
+    """An exception in write_many fails the appends of that hop; the lane keeps going."""
+    gate = threading.Event()
+    hops: list[list[str]] = []
+
+    def write_many(items: list[str]) -> list[str]:
+        if not hops:
+            gate.wait(10)
+        hops.append(items)
+        if "bad" in items:
+            raise OSError("disk full")
+        return items
+
+    lane = Lane(io, write_many)
+    first = lane.append("ok")
+    bad = lane.append("bad")
+    gate.set()
+    assert await first == "ok"
+    with pytest.raises(OSError):
+        await bad
+    assert await lane.append("after") == "after"
+
+
+@pytest_twisted.ensureDeferred
+async def test_when_idle_waits_for_queued_work(io: IOPool) -> None:
+    """Graceful shutdown can wait for everything already queued on a lane."""
+    done: list[int] = []
+    lane = Lane(io, lambda items: [done.append(i) for i in items])
+    for i in range(5):
+        lane.append(i)
+    await lane.when_idle()
+    assert done == [0, 1, 2, 3, 4]
+    assert lane.depth == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_stopped_pool_fails_fast(io: IOPool) -> None:
+    """After the pool stops, work fails at once instead of hanging forever."""
+    io.stopService()
+    with pytest.raises(BrokerUnavailable):
+        await io.run(lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_to_delivers_results_in_order_with_context(io: IOPool) -> None:
+    """Callback appends coalesce with Deferred appends and each gets its own result."""
+    gate, calls, write_many = gated_writer()
+    lane = Lane(io, write_many)
+    seen: list[tuple[int, str]] = []
+    both: defer.Deferred[None] = defer.Deferred()
+
+    def on_result(result: int, context: str) -> None:
+        seen.append((result, context))
+        if len(seen) == 2:
+            both.callback(None)
+
+    first = lane.append(0)
+    lane.append_to(1, on_result, "one")
+    second = lane.append(2)
+    lane.append_to(3, on_result, "three")
+    gate.set()
+    assert await within(defer.gatherResults([first, second])) == [0, 20]
+    await within(both)
+    assert seen == [(10, "one"), (30, "three")]
+    assert calls == [[0], [1, 2, 3]]
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_to_reports_a_failed_write_and_survives_a_raising_callback(
+    io: IOPool,
+) -> None:
+    """A failed write reaches the callback as a Failure; a callback that raises is contained."""
+
+    def write_many(items: list[str]) -> list[str]:
+        if "bad" in items:
+            raise OSError("disk full")
+        return items
+
+    lane = Lane(io, write_many)
+    outcomes: list[Any] = []
+
+    def explode(result: Any, context: Any) -> None:
+        raise RuntimeError("callback bug")
+
+    lane.append_to("bad", lambda result, context: outcomes.append(result), None)
+    await within(lane.when_idle())
+    lane.append_to("ok", explode, None)
+    assert await within(lane.append("after")) == "after"
+    assert len(outcomes) == 1 and isinstance(outcomes[0], Failure)
+    assert outcomes[0].check(OSError)

@@ -1,0 +1,379 @@
+"""The broker over real TCP with hand-built frames: PROTOCOL.md byte for byte.
+
+These tests deliberately avoid rustka.client.protocol so that the wire format is checked
+against the spec, not against our own codec.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest_twisted
+from twisted.internet import defer
+from twisted.internet.protocol import Protocol
+
+from rustka.partitioner import partition_for_key
+from rustka.storage.record_batch import Record, encode_batch
+from tests.conftest import RunningBroker, within
+
+
+def s(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack("!I", len(raw)) + raw
+
+
+def b(raw: bytes) -> bytes:
+    return struct.pack("!I", len(raw)) + raw
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack("!I", len(payload)) + payload
+
+
+def produce(topic: str, key: bytes, value: bytes) -> bytes:
+    return frame(b"\x01" + s(topic) + b(key) + b(value))
+
+
+def fetch(topic: str, partition: int, offset: int) -> bytes:
+    return frame(b"\x02" + s(topic) + struct.pack("!IQ", partition, offset))
+
+
+def commit(group: str, topic: str, partition: int, offset: int) -> bytes:
+    return frame(b"\x03" + s(group) + s(topic) + struct.pack("!IQ", partition, offset))
+
+
+def offset_fetch(group: str, topic: str, partition: int) -> bytes:
+    return frame(b"\x04" + s(group) + s(topic) + struct.pack("!I", partition))
+
+
+def produced(partition: int, offset: int) -> bytes:
+    return b"\x01" + struct.pack("!IQ", partition, offset)
+
+
+def record(offset: int, key: bytes, value: bytes) -> bytes:
+    return b"\x02" + struct.pack("!Q", offset) + b(key) + b(value)
+
+
+NOT_FOUND = b"\x03"
+COMMIT_OK = b"\x05"
+
+
+def error_message(payload: bytes) -> str:
+    assert payload[0] == 4, payload
+    (length,) = struct.unpack_from("!I", payload, 1)
+    assert len(payload) == 5 + length
+    return payload[5:].decode()
+
+
+class RawClient(Protocol):
+    """Collects response payloads; `expect(n)` waits for n more of them."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.frames: list[bytes] = []
+        self._want: list[tuple[int, defer.Deferred[list[bytes]]]] = []
+        self.lost: defer.Deferred[None] = defer.Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= 4:
+            (n,) = struct.unpack_from("!I", self.buffer)
+            if len(self.buffer) < 4 + n:
+                break
+            self.frames.append(self.buffer[4 : 4 + n])
+            self.buffer = self.buffer[4 + n :]
+        self._check()
+
+    def _check(self) -> None:
+        for item in list(self._want):
+            count, d = item
+            if len(self.frames) >= count:
+                self._want.remove(item)
+                got, self.frames = self.frames[:count], self.frames[count:]
+                d.callback(got)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.lost.callback(None)
+
+    def expect(self, count: int) -> defer.Deferred[list[bytes]]:
+        from twisted.internet import reactor
+
+        d: defer.Deferred[list[bytes]] = defer.Deferred()
+        self._want.append((count, d))
+        self._check()
+        return d.addTimeout(15, reactor)
+
+    async def ask(self, *frames: bytes) -> list[bytes]:
+        self.transport.write(b"".join(frames))
+        return await self.expect(len(frames))
+
+
+async def connect_raw(broker: RunningBroker) -> RawClient:
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+
+    proto = RawClient()
+    await connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", broker.port), proto)
+    return proto
+
+
+async def close(proto: RawClient) -> None:
+    proto.transport.loseConnection()
+    await proto.lost
+
+
+@pytest_twisted.ensureDeferred
+async def test_seed_round_trip_byte_for_byte(broker: RunningBroker) -> None:
+    """Produce, Fetch, Commit and OffsetFetch answer with exactly the seed's bytes."""
+    c = await connect_raw(broker)
+    part = partition_for_key(b"user-1", 3)
+    assert await c.ask(produce("orders", b"user-1", b"placed order")) == [produced(part, 0)]
+    assert await c.ask(produce("orders", b"user-1", b"paid")) == [produced(part, 1)]
+    assert await c.ask(fetch("orders", part, 0), fetch("orders", part, 1)) == [
+        record(0, b"user-1", b"placed order"),
+        record(1, b"user-1", b"paid"),
+    ]
+    assert await c.ask(fetch("orders", part, 2)) == [NOT_FOUND]
+    assert await c.ask(offset_fetch("analytics", "orders", part)) == [NOT_FOUND]
+    assert await c.ask(commit("analytics", "orders", part, 2)) == [COMMIT_OK]
+    assert await c.ask(offset_fetch("analytics", "orders", part)) == [
+        b"\x06" + struct.pack("!Q", 2)
+    ]
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_auto_create_makes_default_partitions(broker: RunningBroker, data_dir: Path) -> None:
+    """The first Produce creates the topic with three numbered partition folders."""
+    c = await connect_raw(broker)
+    await c.ask(produce("events", b"", b"x"))
+    assert sorted(p.name for p in (data_dir / "events").iterdir()) == ["0", "1", "2"]
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_empty_key_routes_like_kafka(broker: RunningBroker) -> None:
+    """An empty key is hashed like any other key (PROTOCOL.md rule 3)."""
+    c = await connect_raw(broker)
+    [resp] = await c.ask(produce("t", b"", b"v"))
+    assert resp == produced(partition_for_key(b"", 3), 0)
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_pipelined_requests_are_answered_in_order(broker: RunningBroker) -> None:
+    """Hundreds of requests sent in one write come back one each, in arrival order."""
+    c = await connect_raw(broker)
+    await c.ask(produce("p", b"k", b"seed"))
+    part = partition_for_key(b"k", 3)
+    frames = []
+    expected = []
+    for i in range(300):
+        frames.append(produce("p", b"k", f"v{i}".encode()))
+        expected.append(produced(part, i + 1))
+        frames.append(fetch("p", part, i // 2))
+        expected.append(None)
+        frames.append(b"\x00\x00\x00\x01\x63")
+        expected.append("bad")
+    answers = await c.ask(*frames)
+    assert len(answers) == len(frames)
+    for got, want in zip(answers, expected, strict=True):
+        if want == "bad":
+            assert "unknown op 99" in error_message(got)
+        elif want is None:
+            assert got[0] == 2
+        else:
+            assert got == want
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_bad_requests_get_errors_and_the_connection_lives(
+    broker: RunningBroker, data_dir: Path
+) -> None:
+    """Malformed frames are answered with Error and later requests still work."""
+    c = await connect_raw(broker)
+    cases = {
+        b"": "empty",
+        b"\x63": "unknown op",
+        b"\x01\x00\x00": "truncated",
+        b"\x01" + s("t") + b(b"k") + b(b"v") + b"junk": "trailing",
+        b"\x01\x00\x00\x00\x02\xff\xfe" + b(b"k") + b(b"v"): "UTF-8",
+        b"\x02" + s("t") + b"\x00\x00\x00\x00": "truncated",
+        b"\x01\xff\xff\xff\xff": "truncated",
+    }
+    for payload, words in cases.items():
+        [answer] = await c.ask(frame(payload))
+        assert words.lower() in error_message(answer).lower(), (payload, answer)
+    assert await c.ask(produce("ok", b"k", b"v")) == [produced(partition_for_key(b"k", 3), 0)]
+    assert sorted(p.name for p in data_dir.iterdir() if not p.name.startswith(".")) == [
+        "__offsets",
+        "ok",
+    ]
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_invalid_topic_names_create_nothing(broker: RunningBroker, data_dir: Path) -> None:
+    """Traversal, separators, reserved and oversized names get Error and touch no disk."""
+    c = await connect_raw(broker)
+    for name in ["", ".", "..", "../evil", "a/b", "a\\b", "__offsets", "__x", "x" * 250, "sp ace"]:
+        [answer] = await c.ask(produce(name, b"k", b"v"))
+        assert "invalid topic name" in error_message(answer)
+        [answer] = await c.ask(fetch(name, 0, 0))
+        assert "invalid topic name" in error_message(answer)
+    entries = {p.name for p in data_dir.iterdir()} - {".clean-shutdown"}
+    assert entries == {"__offsets"}
+    assert not (data_dir.parent / "evil").exists()
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_unknown_topic_and_partition(broker: RunningBroker) -> None:
+    """Fetch and Commit never create topics; unknown partitions are named in the error."""
+    c = await connect_raw(broker)
+    [a] = await c.ask(fetch("nope", 0, 0))
+    assert "unknown topic" in error_message(a)
+    [a] = await c.ask(commit("g", "nope", 0, 1))
+    assert "unknown topic" in error_message(a)
+    await c.ask(produce("yes", b"k", b"v"))
+    [a] = await c.ask(fetch("yes", 7, 0))
+    assert "unknown partition 7" in error_message(a)
+    [a] = await c.ask(commit("g", "yes", 3, 0))
+    assert "unknown partition 3" in error_message(a)
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_oversized_frame_is_refused_before_buffering(broker_factory: Any) -> None:
+    """A frame longer than max_frame_bytes gets one Error and a close; others are unaffected."""
+    running = await broker_factory(max_frame_bytes=4096)
+    try:
+        victim = await connect_raw(running)
+        bystander = await connect_raw(running)
+        victim.transport.write(struct.pack("!I", 1 << 30) + b"x" * 100)
+        [answer] = await victim.expect(1)
+        assert "exceeds the maximum of 4096" in error_message(answer)
+        await victim.lost
+        assert await bystander.ask(produce("t", b"k", b"v")) == [
+            produced(partition_for_key(b"k", 3), 0)
+        ]
+        await close(bystander)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_frames_split_into_single_bytes(broker: RunningBroker) -> None:
+    """A request dribbled one byte per write is reassembled correctly."""
+    from twisted.internet import reactor, task
+
+    c = await connect_raw(broker)
+    data = produce("drip", b"k", b"v" * 50)
+    waiting = c.expect(1)
+    for i in range(len(data)):
+        c.transport.write(data[i : i + 1])
+        await task.deferLater(reactor, 0, lambda: None)
+    assert await waiting == [produced(partition_for_key(b"k", 3), 0)]
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_concurrent_producers_get_contiguous_distinct_offsets(
+    broker: RunningBroker,
+) -> None:
+    """Ten connections producing to one partition get every offset exactly once."""
+    clients = [await connect_raw(broker) for _ in range(10)]
+    await clients[0].ask(produce("c", b"same", b"first"))
+    part = partition_for_key(b"same", 3)
+    results = await defer.gatherResults(
+        [
+            defer.ensureDeferred(
+                c.ask(*[produce("c", b"same", f"{i}-{j}".encode()) for j in range(50)])
+            )
+            for i, c in enumerate(clients)
+        ]
+    )
+    offsets = []
+    for answers in results:
+        for answer in answers:
+            got_part, off = struct.unpack("!IQ", answer[1:])
+            assert answer[0] == 1 and got_part == part
+            offsets.append(off)
+        assert [struct.unpack("!Q", a[5:])[0] for a in answers] == sorted(
+            struct.unpack("!Q", a[5:])[0] for a in answers
+        )
+    assert sorted(offsets) == list(range(1, 501))
+    for c in clients:
+        await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_restart_keeps_records_and_commits(broker_factory: Any, data_dir: Path) -> None:
+    """After a clean stop and start, every record and committed offset is there."""
+    first = await broker_factory()
+    c = await connect_raw(first)
+    answers = await c.ask(*[produce("r", f"k{i}".encode(), f"v{i}".encode()) for i in range(60)])
+    placed = [struct.unpack("!IQ", a[1:]) for a in answers]
+    await c.ask(commit("g", "r", 1, 5))
+    await close(c)
+    await first.stop()
+    assert (data_dir / ".clean-shutdown").exists()
+
+    second = await broker_factory()
+    try:
+        assert not second.broker.logs.recovered
+        c = await connect_raw(second)
+        for i, (part, off) in enumerate(placed):
+            assert await c.ask(fetch("r", part, off)) == [
+                record(off, f"k{i}".encode(), f"v{i}".encode())
+            ]
+        assert await c.ask(offset_fetch("g", "r", 1)) == [b"\x06" + struct.pack("!Q", 5)]
+        await close(c)
+    finally:
+        await second.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_fetch_below_log_start_names_the_earliest_offset(broker_factory: Any) -> None:
+    """A Fetch of an offset deleted by retention is out of range and names the earliest one."""
+    running = await broker_factory(segment_bytes=200, retention_bytes=400)
+    try:
+        c = await connect_raw(running)
+        for i in range(40):
+            await c.ask(produce("ret", b"k", f"value-{i:04d}".encode()))
+        await running.broker.enforce_retention()
+        part = partition_for_key(b"k", 3)
+        start = running.broker.logs.topic("ret").partition(part).log_start_offset
+        assert start > 0
+        [answer] = await c.ask(fetch("ret", part, 0))
+        message = error_message(answer)
+        assert "out of range" in message and f"earliest available offset is {start}" in message
+        assert (await c.ask(fetch("ret", part, start)))[0][0] == 2
+        await close(c)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_batch_between_seed_produces_keeps_its_place(broker: RunningBroker) -> None:
+    """Produce, ProduceBatch, Produce in one write land at offsets 0, 1, 2 of the partition."""
+    from twisted.internet import reactor
+
+    from rustka.client.protocol import connect
+
+    setup = await within(defer.ensureDeferred(connect(reactor, broker.address)))
+    await within(setup.create_topic("mixed", 1))
+    await within(setup.close())
+    batch = encode_batch([Record(b"middle", b"from a batch")])
+    produce_batch = frame(b"\x06" + s("mixed") + struct.pack("!II", 0, len(batch)) + batch)
+    c = await connect_raw(broker)
+    answers = await c.ask(
+        produce("mixed", b"a", b"first"), produce_batch, produce("mixed", b"c", b"last")
+    )
+    assert answers[0] == produced(0, 0)
+    assert answers[1][0] == 8 and struct.unpack_from("!IQQ", answers[1], 1) == (0, 1, 1)
+    assert answers[2] == produced(0, 2)
+    await close(c)

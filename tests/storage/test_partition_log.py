@@ -1,0 +1,492 @@
+"""PartitionLog: offsets, rolling, reads, recovery point, retention and failed writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from crc32c import crc32c
+
+from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange
+from rustka.storage.partition_log import RECOVERY_POINT_FILE, LogConfig, PartitionLog
+from rustka.storage.record_batch import (
+    HEADER_SIZE,
+    Record,
+    decode_records,
+    encode_batch,
+    scan_batches,
+)
+from rustka.storage.segment import index_name, log_name
+
+TS = 1_700_000_000_000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def config(**overrides: object) -> LogConfig:
+    settings: dict[str, object] = {
+        "segment_bytes": 400,
+        "segment_ms": None,
+        "retention_ms": None,
+        "index_interval_bytes": 128,
+        "flush": "never",
+    }
+    settings.update(overrides)
+    return LogConfig(**settings)  # type: ignore[arg-type]
+
+
+def payload(i: int, records: int = 1, ts: int | None = None) -> bytes:
+    stamp = TS + i if ts is None else ts
+    return encode_batch(
+        [
+            Record(f"k{i}".encode(), f"value-{i}-{j}".encode(), timestamp=stamp)
+            for j in range(records)
+        ]
+    )
+
+
+def fill(log: PartitionLog, count: int, start: int = 0, **kwargs: int) -> list[tuple[int, int]]:
+    return [log.append(payload(i, **kwargs)) for i in range(start, start + count)]
+
+
+def values_at(log: PartitionLog, offset: int) -> list[Record]:
+    return decode_records(log.read(offset, 1), min_offset=offset)
+
+
+def recovery_point(directory: Path) -> int:
+    data = (directory / RECOVERY_POINT_FILE).read_bytes()
+    offset, checksum = struct.unpack(">QI", data)
+    assert crc32c(data[:8]) == checksum
+    return offset
+
+
+def test_open_creates_directory_and_empty_first_segment(tmp_path: Path) -> None:
+    """A new partition dir gets segment 0; the log is empty at offset 0."""
+    directory = tmp_path / "orders" / "0"
+    log = PartitionLog.open(directory, config())
+    assert (log.log_start_offset, log.end_offset, log.size_bytes) == (0, 0, 0)
+    assert (directory / log_name(0)).exists() and (directory / index_name(0)).exists()
+    assert log.read(0, 100) == b""
+    assert log.read_record(0) is None
+    assert log.describe() == {"log_start": 0, "end": 0, "segments": 1, "bytes": 0}
+    log.close()
+
+
+def test_tiny_segments_roll_and_every_offset_reads_back(tmp_path: Path) -> None:
+    """Rollover every few records keeps offsets contiguous across segments and readable."""
+    log = PartitionLog.open(tmp_path, config())
+    ranges = fill(log, 60, records=2)
+    assert ranges == [(2 * i, 2 * i + 1) for i in range(60)]
+    segments = log.segments
+    assert len(segments) >= 10
+    for older, newer in pairwise(segments):
+        assert older.next_offset == newer.base_offset
+        assert older.size >= 400 or older.size + 100 > 400
+    assert log.size_bytes == sum(s.size for s in segments)
+    for offset in range(log.end_offset):
+        record = log.read_record(offset)
+        assert record is not None and record.offset == offset
+        assert record.value == f"value-{offset // 2}-{offset % 2}".encode()
+        assert values_at(log, offset)[0].offset == offset
+    log.close()
+
+
+def test_index_stays_sparse_with_default_interval(tmp_path: Path) -> None:
+    """With 4096-byte intervals every segment has at most size/4096 + 1 index entries."""
+    log = PartitionLog.open(tmp_path, config(segment_bytes=16 * 1024, index_interval_bytes=4096))
+    for i in range(30):
+        log.append_many([payload(i * 10 + j, records=5) for j in range(10)])
+    assert len(log.segments) > 1
+    for seg in log.segments:
+        assert seg.index_entries <= seg.size // 4096 + 1
+    for offset in range(0, log.end_offset, 7):
+        assert log.read_record(offset).offset == offset  # type: ignore[union-attr]
+    log.close()
+
+
+def test_append_many_assigns_consecutive_ranges_across_rolls(tmp_path: Path) -> None:
+    """Group commit returns one range per payload and rolls between payloads when full."""
+    log = PartitionLog.open(tmp_path, config(segment_bytes=300))
+    payloads = [payload(i, records=1 + i % 3) for i in range(12)]
+    ranges = log.append_many(payloads)
+    expected, offset = [], 0
+    for i in range(12):
+        expected.append((offset, offset + i % 3))
+        offset += 1 + i % 3
+    assert ranges == expected
+    assert log.end_offset == offset
+    assert len(log.segments) > 2
+    for first, last in ranges:
+        records = values_at(log, first)
+        assert [r.offset for r in records] == list(range(first, last + 1))
+    log.close()
+
+
+def test_append_copies_payload_and_leaves_input_untouched(tmp_path: Path) -> None:
+    """Offsets are rewritten in the log's own copy, never in the caller's buffer."""
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 3)
+    data = bytearray(payload(9))
+    before = bytes(data)
+    assert log.append(data) == (3, 3)
+    assert bytes(data) == before
+    assert log.read(3, 1)[:8] == struct.pack(">q", 3)
+    log.close()
+
+
+def test_invalid_payload_writes_nothing(tmp_path: Path) -> None:
+    """A bad payload anywhere in a group raises InvalidBatch and leaves the log unchanged."""
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 5)
+    size, end = log.size_bytes, log.end_offset
+    broken = bytearray(payload(1))
+    broken[-1] ^= 1
+    with pytest.raises(InvalidBatch, match="payload 1"):
+        log.append_many([payload(6), bytes(broken)])
+    with pytest.raises(InvalidBatch):
+        log.append(b"\x00" * 10)
+    assert (log.size_bytes, log.end_offset) == (size, end)
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.log")) == size
+    log.close()
+
+
+def test_read_bounds(tmp_path: Path) -> None:
+    """Offsets outside [log start, end] raise OffsetOutOfRange with the bounds; end reads empty."""
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 10)
+    with pytest.raises(OffsetOutOfRange) as exc:
+        log.read(11, 100)
+    assert (exc.value.offset, exc.value.log_start, exc.value.end) == (11, 0, 10)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+    assert log.read(10, 100) == b""
+    assert log.read_record(10) is None
+    data = log.read(0, 10**6)
+    batches, end = scan_batches(data)
+    assert end == len(data) and batches[0][1].base_offset == 0
+    log.close()
+
+
+def test_reopen_restores_state_and_recovery_point(tmp_path: Path) -> None:
+    """Close records the end offset as the recovery point; reopen restores segments and offsets.
+
+    After reopening, the recovery point moves back to the active segment's base,
+    so a crash from then on rescans that segment.
+    """
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 40)
+    bases = [s.base_offset for s in log.segments]
+    end, size = log.end_offset, log.size_bytes
+    log.close()
+    assert recovery_point(tmp_path) == end
+    again = PartitionLog.open(tmp_path, config())
+    assert [s.base_offset for s in again.segments] == bases
+    assert (again.end_offset, again.size_bytes) == (end, size)
+    assert recovery_point(tmp_path) == bases[-1]
+    assert again.append(payload(40)) == (40, 40)
+    again.close()
+
+
+def test_leftover_files_are_removed_on_open(tmp_path: Path) -> None:
+    """*.deleted, *.tmp, *.cleaned and index files without a log are cleaned up at open."""
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 5)
+    log.close()
+    for name in ("00000000000000000099.log.deleted", "x.tmp", "y.cleaned", index_name(77)):
+        (tmp_path / name).write_bytes(b"junk")
+    (tmp_path / "notes.txt").write_bytes(b"keep")
+    again = PartitionLog.open(tmp_path, config())
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [log_name(0), index_name(0), RECOVERY_POINT_FILE, "notes.txt"]
+    )
+    assert again.end_offset == 5
+    again.close()
+
+
+def test_recovery_scans_only_segments_after_the_recovery_point(tmp_path: Path) -> None:
+    """recover=True CRC-scans only segments at or after the recovery point.
+
+    A rotten batch in an old segment is not scanned (reads still catch it),
+    while a torn tail in the active segment is cut and reported.
+    """
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 40)
+    old = log.segments[0]
+    active = log.segments[-1]
+    end = log.end_offset
+    old_size, active_base = old.size, active.base_offset
+    log.flush()
+    # Simulate a crash: no close(), so the recovery point stays at the active base.
+    assert recovery_point(tmp_path) == active_base
+    path = tmp_path / log_name(0)
+    data = bytearray(path.read_bytes())
+    data[HEADER_SIZE + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with open(tmp_path / log_name(active_base), "ab") as f:
+        f.write(payload(99)[:30])
+    again = PartitionLog.open(tmp_path, config(), recover=True)
+    assert again.segments[0].last_recovery is None
+    assert again.segments[0].size == old_size
+    info = again.segments[-1].last_recovery
+    assert info is not None and info.truncated_bytes == 30
+    assert again.end_offset == end
+    with pytest.raises(CorruptBatch, match="position 0"):
+        again.read(0, 100)
+    assert again.read_record(end - 1) is not None
+    again.close()
+    for seg in log.segments:
+        seg.close()
+
+
+def test_recovery_truncation_inside_an_old_segment_drops_the_rest(tmp_path: Path) -> None:
+    """Corruption found by recovery in an old segment ends the log there, later ones removed.
+
+    Without a recovery point every segment is scanned; dropping the segments
+    after the cut leaves no gap in the offsets.
+    """
+    log = PartitionLog.open(tmp_path, config())
+    fill(log, 40)
+    segments = log.segments
+    victim = segments[1]
+    later = [s.base_offset for s in segments[2:]]
+    log.close()
+    (tmp_path / RECOVERY_POINT_FILE).unlink()
+    path = tmp_path / log_name(victim.base_offset)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+    again = PartitionLog.open(tmp_path, config(), recover=True)
+    info = again.segments[-1].last_recovery
+    assert again.segments[-1].base_offset == victim.base_offset
+    assert info is not None and str(later) in info.reason
+    assert all(not (tmp_path / log_name(b)).exists() for b in later)
+    end = again.end_offset
+    assert victim.base_offset <= end < victim.next_offset
+    assert again.append(payload(1)) == (end, end)
+    again.close()
+
+
+def test_time_based_roll_uses_injected_clock(tmp_path: Path) -> None:
+    """The active segment rolls once its first batch is older than segment_ms, by the clock."""
+    now = [TS]
+    log = PartitionLog.open(
+        tmp_path, config(segment_bytes=10**6, segment_ms=1000), clock=lambda: now[0]
+    )
+    log.append(payload(0, ts=TS))
+    now[0] = TS + 1000
+    log.append(payload(1, ts=TS + 1000))
+    assert len(log.segments) == 1
+    now[0] = TS + 1001
+    log.append(payload(2, ts=TS + 1001))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    now[0] = TS + 1500
+    log.append(payload(3, ts=TS + 1500))
+    assert len(log.segments) == 2
+    log.close()
+
+
+def test_old_client_timestamps_do_not_roll_every_append(tmp_path: Path) -> None:
+    """Batches stamped long ago roll at most once per segment_ms of clock time."""
+    now = [TS]
+    log = PartitionLog.open(
+        tmp_path, config(segment_bytes=10**6, segment_ms=1000), clock=lambda: now[0]
+    )
+    for i in range(5):
+        log.append(payload(i, ts=TS - 10**6))
+    assert len(log.segments) == 2
+    log.close()
+
+
+def test_size_retention_deletes_whole_oldest_segments_only(tmp_path: Path) -> None:
+    """Retention by bytes keeps the total within the limit, deleting whole old segments."""
+    log = PartitionLog.open(tmp_path, config(retention_bytes=1000))
+    fill(log, 60)
+    before = log.segments
+    deleted = log.enforce_retention(TS)
+    assert deleted == [s.base_offset for s in before[: len(deleted)]]
+    assert deleted and log.size_bytes <= 1000
+    assert log.size_bytes + before[len(deleted) - 1].size > 1000
+    assert log.log_start_offset == log.segments[0].base_offset == before[len(deleted)].base_offset
+    with pytest.raises(OffsetOutOfRange) as exc:
+        log.read(0, 100)
+    assert (exc.value.log_start, exc.value.end) == (log.log_start_offset, 60)
+    assert log.read_record(log.log_start_offset).offset == log.log_start_offset  # type: ignore[union-attr]
+    log.close()
+
+
+def test_retention_never_deletes_the_active_segment(tmp_path: Path) -> None:
+    """Even with a zero byte budget the active segment and the end offset survive."""
+    log = PartitionLog.open(tmp_path, config(retention_bytes=0))
+    fill(log, 30)
+    active = log.segments[-1]
+    log.enforce_retention(TS)
+    assert log.segments == [active]
+    assert log.log_start_offset == active.base_offset and log.end_offset == 30
+    assert log.enforce_retention(TS) == []
+    log.close()
+
+
+def test_time_retention_with_injected_now(tmp_path: Path) -> None:
+    """Segments whose newest record is older than retention_ms are deleted, oldest first.
+
+    An old, non-empty active segment is rolled first and expires on a later pass.
+    """
+    log = PartitionLog.open(tmp_path, config(retention_ms=10_000))
+    fill(log, 20, ts=TS)
+    fill(log, 20, start=20, ts=TS + 50_000)
+    old = [s.base_offset for s in log.segments if s.max_timestamp == TS]
+    assert old and len(old) < len(log.segments) - 1
+    assert log.enforce_retention(TS + 5_000) == []
+    assert log.enforce_retention(TS + 59_999) == old
+    assert log.segments[0].max_timestamp == TS + 50_000
+    assert log.log_start_offset == log.segments[0].base_offset <= 20
+    # Everything is now old: the active segment is rolled, then expires next pass.
+    end = log.end_offset
+    remaining = [s.base_offset for s in log.segments]
+    assert log.enforce_retention(TS + 100_000) == remaining[:-1]
+    assert log.segments[-1].size == 0 and log.segments[-1].base_offset == end
+    assert log.enforce_retention(TS + 100_000) == [remaining[-1]]
+    assert (log.log_start_offset, log.end_offset, log.size_bytes) == (end, end, 0)
+    assert log.append(payload(1)) == (end, end)
+    log.close()
+
+
+def test_deleted_segments_stay_readable_until_the_next_pass(tmp_path: Path) -> None:
+    """A reader holding a deleted segment can finish; the next pass closes and removes it."""
+    log = PartitionLog.open(tmp_path, config(retention_bytes=0))
+    fill(log, 20)
+    held = log.segments[0]
+    data = held.read(0, 10**6)
+    log.enforce_retention(TS)
+    assert (tmp_path / (log_name(0) + ".deleted")).exists()
+    assert held.read(0, 10**6) == data
+    log.enforce_retention(TS)
+    assert not any(name.endswith(".deleted") for name in os.listdir(tmp_path))
+    log.close()
+
+
+def test_roll_and_delete_before(tmp_path: Path) -> None:
+    """roll() seals a non-empty active segment; delete_before drops segments wholly below."""
+    log = PartitionLog.open(tmp_path, config(segment_bytes=10**6))
+    fill(log, 5)
+    log.roll()
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0, 5]
+    fill(log, 5, start=5)
+    assert log.delete_before(7) == [0]
+    assert log.log_start_offset == 5
+    assert log.delete_before(100) == []
+    log.close()
+
+
+def test_concurrent_reader_sees_only_complete_appends(tmp_path: Path) -> None:
+    """A reader thread racing the writer only ever gets whole, contiguous batches below end."""
+    log = PartitionLog.open(tmp_path, config(segment_bytes=2000))
+    problems: list[str] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        offset = 0
+        while not done.is_set() or offset < log.end_offset:
+            end = log.end_offset
+            if offset >= end:
+                continue
+            data = log.read(offset, 700)
+            batches, stop = scan_batches(data)
+            if stop != len(data) or batches[0][1].base_offset > offset:
+                problems.append(f"bad read at {offset}")
+                return
+            offset = batches[-1][1].next_offset
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(0, 600, 3):
+            log.append_many([payload(i + j, records=2) for j in range(3)])
+    finally:
+        done.set()
+        thread.join()
+    assert problems == []
+    assert log.end_offset == 1200
+    log.close()
+
+
+_FAILING_WRITE = r"""
+import json, resource, signal, sys
+from pathlib import Path
+from rustka.errors import StorageError
+from rustka.storage.partition_log import LogConfig, PartitionLog
+from rustka.storage.record_batch import Record, encode_batch
+
+def batch(size):
+    return encode_batch([Record(None, b"x" * size, timestamp=1)])
+
+directory = Path(sys.argv[1])
+log = PartitionLog.open(directory, LogConfig(segment_bytes=1000, segment_ms=None,
+                                             retention_ms=None, flush="always"))
+while log.segments[-1].size < 850:
+    log.append(batch(40))
+state = {"end": log.end_offset, "bytes": log.size_bytes, "segments": len(log.segments)}
+def recovery_point():
+    path = directory / "recovery-point"
+    return int.from_bytes(path.read_bytes()[:8], "big") if path.exists() else 0
+
+rp = recovery_point()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+errors = []
+for payloads in ([batch(5000)], [batch(200), batch(5000)]):
+    try:
+        log.append_many(payloads)
+    except StorageError as e:
+        errors.append(str(e))
+after = {"end": log.end_offset, "bytes": log.size_bytes, "segments": len(log.segments)}
+rp_after = recovery_point()
+files = sorted(p.name for p in directory.iterdir())
+sizes = sum(p.stat().st_size for p in directory.glob("*.log"))
+ok = log.append(batch(10))
+last = log.read_record(ok[0])
+log.close()
+print(json.dumps({"state": state, "after": after, "errors": errors, "files": files,
+                  "sizes": sizes, "ok": ok, "value": last.value.decode(),
+                  "rp": [rp, rp_after]}))
+"""
+
+
+def test_failed_writes_leave_the_log_unchanged(tmp_path: Path) -> None:
+    """A write the OS refuses (file size limit, like a full disk) is rolled back completely.
+
+    Runs in a child process because RLIMIT_FSIZE applies to the whole process.
+    The second case fails in a freshly rolled segment after part of the group
+    went to the old one: both are undone and the new segment removed.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_WRITE, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    result = json.loads(done.stdout)
+    assert len(result["errors"]) == 2
+    assert all("nothing was written" in e for e in result["errors"])
+    assert result["after"] == result["state"]
+    assert result["sizes"] == result["state"]["bytes"]
+    assert [f for f in result["files"] if f != RECOVERY_POINT_FILE] == [index_name(0), log_name(0)]
+    assert result["rp"] == [0, 0]
+    end = result["state"]["end"]
+    assert log_name(end + 1) in result["errors"][1]  # it failed in the freshly rolled segment
+    assert result["ok"] == [end, end]
+    assert result["value"] == "x" * 10
+    again = PartitionLog.open(tmp_path, config(), recover=True)
+    assert all(s.last_recovery is None for s in again.segments)
+    assert again.end_offset == end + 1
+    again.close()

@@ -1,0 +1,644 @@
+"""Kafka RecordBatch v2 encoding, decoding, validation and recovery scanning."""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+
+import pytest
+from crc32c import crc32c
+
+from rustka.errors import CorruptBatch, InvalidBatch
+from rustka.storage.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    Record,
+    crc_ok,
+    decode_records,
+    decode_varint,
+    decode_varlong,
+    encode_batch,
+    encode_varint,
+    encode_varlong,
+    parse_header,
+    scan_batches,
+    set_base_offset,
+    validate_batches,
+)
+
+TS = 1_700_000_000_000
+
+
+def three_record_batch(base_offset: int = 0) -> bytes:
+    """A fixed batch used by the tests that need exact sizes."""
+    return encode_batch(
+        [
+            Record(b"k1", b"v1", (("h", b"x"),), timestamp=TS),
+            Record(None, b"value-two", timestamp=TS + 5),
+            Record(b"k3", None, timestamp=TS + 9),
+        ],
+        base_offset=base_offset,
+    )
+
+
+def patch(batch: bytes, offset: int, fmt: str, value: int, *, fix_crc: bool = True) -> bytes:
+    """Overwrite one header field and (by default) re-seal the CRC, to forge valid-CRC input."""
+    buf = bytearray(batch)
+    struct.pack_into(fmt, buf, offset, value)
+    if fix_crc:
+        struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def reseal_records(batch: bytes, records: bytes, count: int) -> bytes:
+    """Replace a batch's record area with arbitrary bytes behind a consistent header and CRC."""
+    header = bytearray(batch[:HEADER_SIZE])
+    struct.pack_into(">i", header, 8, HEADER_SIZE - LOG_OVERHEAD + len(records))
+    struct.pack_into(">i", header, 23, count - 1)
+    struct.pack_into(">i", header, 57, count)
+    body = bytes(header[21:]) + records
+    struct.pack_into(">I", header, 17, crc32c(body))
+    return bytes(header) + records
+
+
+# --------------------------------------------------------------------------- byte layout
+
+
+def test_crc32c_is_castagnoli() -> None:
+    """The CRC library computes CRC-32C (Castagnoli), whose check value is 0xE3069283."""
+    assert crc32c(b"123456789") == 0xE3069283
+
+
+def test_known_byte_vector() -> None:
+    """encode_batch produces exactly the bytes the v2 spec prescribes, field by field."""
+    records = [
+        Record(b"k", b"hi", (("h", b"v"),), timestamp=1000),
+        Record(None, b"", timestamp=998),
+    ]
+    # Record 0: attributes 0, timestampDelta 0, offsetDelta 0, keyLength 1 (zig-zag 2), "k",
+    # valueLength 2 (zig-zag 4), "hi", headerCount 1, headerKeyLength 1, "h",
+    # headerValueLength 1, "v" -> 13 bytes, so the length prefix is zig-zag(13) = 26.
+    record0_body = bytes([0x00, 0x00, 0x00, 0x02]) + b"k" + bytes([0x04]) + b"hi"
+    record0_body += bytes([0x02, 0x02]) + b"h" + bytes([0x02]) + b"v"
+    assert len(record0_body) == 13
+    record0 = bytes([0x1A]) + record0_body
+    # Record 1: attributes 0, timestampDelta -2 (zig-zag 3), offsetDelta 1 (zig-zag 2),
+    # keyLength -1 (zig-zag 1, null), valueLength 0, headerCount 0 -> 6 bytes, prefix 12.
+    record1 = bytes([0x0C, 0x00, 0x03, 0x02, 0x01, 0x00, 0x00])
+    records_bytes = record0 + record1
+    covered = (
+        struct.pack(">h", 0)  # attributes
+        + struct.pack(">i", 1)  # lastOffsetDelta
+        + struct.pack(">q", 1000)  # baseTimestamp (first record's)
+        + struct.pack(">q", 1000)  # maxTimestamp
+        + struct.pack(">q", -1)  # producerId
+        + struct.pack(">h", -1)  # producerEpoch
+        + struct.pack(">i", -1)  # baseSequence
+        + struct.pack(">i", 2)  # recordCount
+        + records_bytes
+    )
+    expected = (
+        struct.pack(">q", 7)  # baseOffset
+        + struct.pack(">i", 49 + len(records_bytes))  # batchLength
+        + struct.pack(">i", -1)  # partitionLeaderEpoch
+        + struct.pack(">b", 2)  # magic
+        + struct.pack(">I", crc32c(covered))  # crc
+        + covered
+    )
+    assert len(expected) == HEADER_SIZE + 21
+    assert encode_batch(records, base_offset=7) == expected
+
+
+def test_header_fields_and_properties() -> None:
+    """parse_header reads every field and derives size/last/next offsets from them."""
+    batch = three_record_batch(base_offset=100)
+    header = parse_header(batch)
+    assert header.base_offset == 100
+    assert header.magic == MAGIC
+    assert header.record_count == 3
+    assert header.last_offset_delta == 2
+    assert header.base_timestamp == TS
+    assert header.max_timestamp == TS + 9
+    assert header.producer_id == -1
+    assert header.producer_epoch == -1
+    assert header.base_sequence == -1
+    assert header.attributes == 0
+    assert header.size == len(batch) == header.batch_length + LOG_OVERHEAD
+    assert header.last_offset == 102
+    assert header.next_offset == 103
+    assert crc_ok(batch, 0, header)
+
+
+def test_parse_header_at_position() -> None:
+    """parse_header and crc_ok work on a batch that starts mid-buffer."""
+    batch = three_record_batch(base_offset=5)
+    buf = b"\x00" * 13 + batch
+    header = parse_header(buf, 13)
+    assert header.base_offset == 5
+    assert crc_ok(buf, 13, header)
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+def roundtrip(records: list[Record], base_offset: int = 0) -> list[Record]:
+    data = encode_batch(records, base_offset=base_offset, timestamp=TS)
+    assert validate_batches(data)[0][1].record_count == len(records)
+    return decode_records(data)
+
+
+def test_roundtrip_null_and_empty_fields() -> None:
+    """Null key, null value and empty key survive as None / b'' respectively."""
+    records = [
+        Record(None, None),
+        Record(b"", b""),
+        Record(None, b"v"),
+        Record(b"k", None),
+    ]
+    out = roundtrip(records, base_offset=40)
+    assert [(r.key, r.value) for r in out] == [(None, None), (b"", b""), (None, b"v"), (b"k", None)]
+    assert [r.offset for r in out] == [40, 41, 42, 43]
+    assert all(r.timestamp == TS for r in out)
+
+
+def test_roundtrip_headers() -> None:
+    """Headers keep order, null values, empty values and non-ASCII keys."""
+    headers = (("trace-id", b"abc"), ("null", None), ("empty", b""), ("clé-ключ-🔑", b"\xff\x00"))
+    out = roundtrip([Record(b"k", b"v", headers), Record(b"k2", b"v2", (("a", None),))])
+    assert out[0].headers == headers
+    assert out[1].headers == (("a", None),)
+
+
+def test_roundtrip_large_value() -> None:
+    """Values over 64 KiB (multi-byte length varints) round trip intact."""
+    big = bytes(range(256)) * 1024 + b"tail"
+    out = roundtrip([Record(b"big", big), Record(b"small", b"s")])
+    assert out[0].value == big
+    assert out[1].value == b"s"
+
+
+def test_roundtrip_many_records() -> None:
+    """Ten thousand records (offset deltas past one varint byte) decode in order."""
+    records = [Record(str(i).encode(), b"v" * (i % 50)) for i in range(10_000)]
+    out = roundtrip(records, base_offset=1_000_000)
+    assert len(out) == 10_000
+    assert out[9_999].offset == 1_009_999
+    assert out[9_999].key == b"9999"
+    assert [r.value for r in out] == [r.value for r in records]
+
+
+def test_roundtrip_timestamps_and_deltas() -> None:
+    """Per-record timestamps, including earlier and far-later ones, decode exactly."""
+    stamps = [TS, TS - 1, TS + 10_000_000, TS - 86_400_000, TS]
+    data = encode_batch([Record(b"k", b"v", timestamp=t) for t in stamps])
+    header = parse_header(data)
+    assert header.base_timestamp == TS
+    assert header.max_timestamp == TS + 10_000_000
+    assert [r.timestamp for r in decode_records(data)] == stamps
+
+
+def test_missing_timestamps_use_batch_timestamp_or_now() -> None:
+    """Records without a timestamp take the batch timestamp, or the current time."""
+    assert decode_records(encode_batch([Record(b"k", b"v")], timestamp=42))[0].timestamp == 42
+    before = int(time.time() * 1000)
+    stamped = decode_records(encode_batch([Record(b"k", b"v")]))[0].timestamp
+    after = int(time.time() * 1000)
+    assert stamped is not None
+    assert before <= stamped <= after
+
+
+def test_decode_accepts_bytearray_and_memoryview_at_offset() -> None:
+    """decode_records reads a batch in the middle of any buffer type."""
+    batch = three_record_batch(base_offset=9)
+    buf = bytearray(b"junk" + batch + b"more")
+    for source in (buf, memoryview(buf), bytes(buf)):
+        out = decode_records(source, 4)
+        assert [r.offset for r in out] == [9, 10, 11]
+        assert out[0].headers == (("h", b"x"),)
+
+
+def test_decode_min_offset_skips_leading_records() -> None:
+    """min_offset drops records below it but keeps their offsets and contents correct."""
+    batch = three_record_batch(base_offset=10)
+    assert [r.offset for r in decode_records(batch, min_offset=11)] == [11, 12]
+    assert decode_records(batch, min_offset=12)[0].key == b"k3"
+    assert decode_records(batch, min_offset=13) == []
+    assert len(decode_records(batch, min_offset=0)) == 3
+
+
+def test_encode_rejects_empty_batch_and_out_of_range_fields() -> None:
+    """A batch needs a record, and offsets/timestamps must fit their int64 fields."""
+    with pytest.raises(InvalidBatch, match="at least one record"):
+        encode_batch([])
+    with pytest.raises(InvalidBatch, match="out of range"):
+        encode_batch([Record(b"k", b"v")], base_offset=1 << 63)
+    with pytest.raises(InvalidBatch, match="out of range"):
+        encode_batch([Record(b"k", b"v", timestamp=1 << 63)])
+
+
+# --------------------------------------------------------------------------- varints
+
+
+@pytest.mark.parametrize(
+    "value", [0, 1, -1, 63, -64, 64, -65, 8191, -8192, 8192, 300, -(1 << 31), (1 << 31) - 1]
+)
+def test_varint_roundtrip(value: int) -> None:
+    """Zig-zag varints round trip across the one/two-byte and slow-path boundaries."""
+    encoded = encode_varint(value)
+    assert decode_varint(encoded) == (value, len(encoded))
+    assert len(encoded) <= 5
+
+
+@pytest.mark.parametrize("value", [0, -1, 1 << 40, -(1 << 40), -(1 << 63), (1 << 63) - 1])
+def test_varlong_roundtrip(value: int) -> None:
+    """Zig-zag varlongs round trip up to the int64 limits in at most 10 bytes."""
+    encoded = encode_varlong(value)
+    assert decode_varlong(encoded) == (value, len(encoded))
+    assert len(encoded) <= 10
+
+
+def test_varint_known_encodings() -> None:
+    """Zig-zag maps 0,-1,1,-2 to 0,1,2,3 and 150 to the protobuf bytes ac 02."""
+    assert [encode_varint(v) for v in (0, -1, 1, -2)] == [b"\x00", b"\x01", b"\x02", b"\x03"]
+    assert encode_varint(75) == b"\x96\x01"
+    assert encode_varint(-(1 << 31)) == b"\xff\xff\xff\xff\x0f"
+
+
+def test_varint_bounds() -> None:
+    """Over-long or truncated varints are CorruptBatch; out-of-range encodes are InvalidBatch."""
+    with pytest.raises(CorruptBatch, match="longer than 5"):
+        decode_varint(b"\xff" * 6)
+    with pytest.raises(CorruptBatch, match="longer than 10"):
+        decode_varlong(b"\xff" * 11)
+    with pytest.raises(CorruptBatch, match="past the end"):
+        decode_varint(b"\xff\xff")
+    with pytest.raises(CorruptBatch, match="past the end"):
+        decode_varint(b"\x96\x01", 0, 1)
+    with pytest.raises(InvalidBatch):
+        encode_varint(1 << 31)
+    with pytest.raises(InvalidBatch):
+        encode_varlong(1 << 63)
+
+
+# --------------------------------------------------------------------------- set_base_offset
+
+
+def test_set_base_offset_keeps_crc_valid() -> None:
+    """Rewriting baseOffset in place leaves the CRC valid and shifts every record offset."""
+    batch = three_record_batch()
+    buf = bytearray(b"\x00" * 20 + batch)
+    original_crc = parse_header(buf, 20).crc
+    set_base_offset(buf, 20, 123_456_789_012)
+    header = parse_header(buf, 20)
+    assert header.base_offset == 123_456_789_012
+    assert header.crc == original_crc
+    assert crc_ok(buf, 20, header)
+    assert validate_batches(buf[20:])[0][1].base_offset == 123_456_789_012
+    assert [r.offset for r in decode_records(buf, 20)] == [
+        123_456_789_012,
+        123_456_789_013,
+        123_456_789_014,
+    ]
+
+
+# --------------------------------------------------------------------------- validate_batches
+
+
+def test_validate_accepts_back_to_back_batches() -> None:
+    """Several complete batches return their positions and headers in order."""
+    a = three_record_batch()
+    b = encode_batch([Record(b"x", b"y")], timestamp=TS)
+    payload = a + b + a
+    result = validate_batches(memoryview(payload))
+    assert [pos for pos, _ in result] == [0, len(a), len(a) + len(b)]
+    assert [h.record_count for _, h in result] == [3, 1, 3]
+
+
+def test_validate_rejects_empty_payload() -> None:
+    """An empty payload carries no batch and is rejected."""
+    with pytest.raises(InvalidBatch, match="empty payload"):
+        validate_batches(b"")
+
+
+def test_validate_rejects_too_short() -> None:
+    """Fewer bytes than a batch header is rejected, naming the header size."""
+    with pytest.raises(InvalidBatch, match=r"batch 0 at position 0: .*shorter than the 61-byte"):
+        validate_batches(three_record_batch()[:40])
+
+
+def test_validate_rejects_length_past_buffer() -> None:
+    """A batch whose batchLength runs past the payload (torn batch) is rejected."""
+    batch = three_record_batch()
+    with pytest.raises(InvalidBatch, match=r"batch 0 at position 0: .*runs 1 bytes past"):
+        validate_batches(batch[:-1])
+    grown = patch(batch, 8, ">i", parse_header(batch).batch_length + 100, fix_crc=False)
+    with pytest.raises(InvalidBatch, match="past the end of the payload"):
+        validate_batches(grown)
+
+
+def test_validate_rejects_length_below_minimum() -> None:
+    """A batchLength too small to hold the header is rejected."""
+    batch = patch(three_record_batch(), 8, ">i", 10, fix_crc=False)
+    with pytest.raises(InvalidBatch, match="below the minimum 49"):
+        validate_batches(batch)
+
+
+def test_validate_rejects_trailing_bytes() -> None:
+    """Bytes after the last whole batch are rejected, short or header-sized."""
+    batch = three_record_batch()
+    with pytest.raises(
+        InvalidBatch, match=rf"5 trailing bytes after 1 batches at position {len(batch)}"
+    ):
+        validate_batches(batch + b"\x00" * 5)
+    with pytest.raises(InvalidBatch, match=rf"batch 1 at position {len(batch)}"):
+        validate_batches(batch + b"\x00" * 70)
+
+
+def test_validate_rejects_bad_magic() -> None:
+    """A magic byte other than 2 (older message formats) is rejected."""
+    batch = patch(three_record_batch(), 16, ">b", 1, fix_crc=False)
+    with pytest.raises(InvalidBatch, match="batch 0 at position 0: magic byte is 1"):
+        validate_batches(batch)
+
+
+def test_validate_rejects_crc_mismatch() -> None:
+    """A single damaged record byte fails the CRC, naming the batch."""
+    good = three_record_batch()
+    bad = bytearray(good)
+    bad[-1] ^= 0x01
+    with pytest.raises(InvalidBatch, match=rf"batch 1 at position {len(good)}: CRC-32C mismatch"):
+        validate_batches(good + bytes(bad))
+
+
+def test_validate_rejects_zero_record_count() -> None:
+    """A batch claiming no records is rejected even with a consistent CRC."""
+    batch = patch(three_record_batch(), 57, ">i", 0)
+    batch = patch(batch, 23, ">i", -1)
+    with pytest.raises(InvalidBatch, match="record count 0 is below 1"):
+        validate_batches(batch)
+
+
+def test_validate_rejects_count_delta_mismatch() -> None:
+    """recordCount must equal lastOffsetDelta + 1, or offsets would be mis-assigned."""
+    batch = patch(three_record_batch(), 57, ">i", 5)
+    with pytest.raises(InvalidBatch, match=r"record count 5 does not match last offset delta 2"):
+        validate_batches(batch)
+
+
+def test_validate_rejects_compressed() -> None:
+    """Any compression codec bit makes the batch unsupported."""
+    for codec in (1, 2, 3, 4):
+        batch = patch(three_record_batch(), 21, ">h", codec)
+        with pytest.raises(InvalidBatch, match="compressed batches are not supported"):
+            validate_batches(batch)
+
+
+def test_validate_accepts_transactional_and_control_bits() -> None:
+    """Transactional and control attribute bits are stored as-is, not rejected."""
+    batch = patch(three_record_batch(), 21, ">h", 0x30)
+    header = validate_batches(batch)[0][1]
+    assert header.attributes == 0x30
+    assert len(decode_records(batch)) == 3
+
+
+def test_parse_header_rejections() -> None:
+    """parse_header names short input, wrong magic and impossible lengths."""
+    batch = three_record_batch()
+    with pytest.raises(InvalidBatch, match="need 61 header bytes, only 60"):
+        parse_header(batch[:60])
+    with pytest.raises(InvalidBatch, match="magic byte is 0"):
+        parse_header(patch(batch, 16, ">b", 0, fix_crc=False))
+    with pytest.raises(InvalidBatch, match="below the minimum"):
+        parse_header(patch(batch, 8, ">i", 48, fix_crc=False))
+
+
+def test_crc_ok_false_when_batch_incomplete() -> None:
+    """crc_ok reports False rather than checking a partial batch."""
+    batch = three_record_batch()
+    header = parse_header(batch)
+    assert crc_ok(batch, 0, header)
+    assert not crc_ok(batch[:-1], 0, header)
+
+
+# --------------------------------------------------------------------------- scan_batches
+
+
+def test_scan_batches_full_log() -> None:
+    """A clean log scans to its end with every batch listed."""
+    batches = [three_record_batch(base_offset=3 * i) for i in range(4)]
+    log = b"".join(batches)
+    found, end = scan_batches(log)
+    assert end == len(log)
+    assert [h.base_offset for _, h in found] == [0, 3, 6, 9]
+
+
+def test_scan_batches_stops_at_torn_tail() -> None:
+    """A partially written last batch (or partial header) ends the valid prefix."""
+    batch = three_record_batch()
+    for cut in (1, 30, HEADER_SIZE, len(batch) - 1):
+        found, end = scan_batches(batch + batch + batch[:cut])
+        assert len(found) == 2
+        assert end == 2 * len(batch)
+
+
+def test_scan_batches_stops_at_corrupt_batch() -> None:
+    """The first batch with a CRC mismatch, bad magic or bad length ends the scan."""
+    batch = three_record_batch()
+    corrupt = bytearray(batch)
+    corrupt[HEADER_SIZE + 3] ^= 0x10
+    found, end = scan_batches(batch + bytes(corrupt) + batch)
+    assert (len(found), end) == (1, len(batch))
+    found, end = scan_batches(batch + patch(batch, 16, ">b", 1, fix_crc=False))
+    assert (len(found), end) == (1, len(batch))
+    found, end = scan_batches(batch + patch(batch, 8, ">i", 3, fix_crc=False))
+    assert (len(found), end) == (1, len(batch))
+
+
+def test_scan_batches_from_position() -> None:
+    """Scanning from a later position reports absolute positions."""
+    batch = three_record_batch()
+    log = batch + batch + batch
+    found, end = scan_batches(log, len(batch))
+    assert [pos for pos, _ in found] == [len(batch), 2 * len(batch)]
+    assert end == len(log)
+    assert scan_batches(b"") == ([], 0)
+    assert scan_batches(log, len(log)) == ([], len(log))
+
+
+# --------------------------------------------------------------------------- corrupt records
+
+
+def test_decode_rejects_crc_mismatch_unless_unverified() -> None:
+    """A damaged value byte is CorruptBatch; verify=False decodes the damaged bytes as-is."""
+    batch = bytearray(three_record_batch())
+    index = bytes(batch).index(b"value-two")
+    batch[index] = ord("V")
+    with pytest.raises(CorruptBatch, match="CRC-32C mismatch"):
+        decode_records(batch)
+    assert decode_records(batch, verify=False)[1].value == b"Value-two"
+
+
+def test_decode_rejects_compressed_and_truncated() -> None:
+    """Compressed batches are InvalidBatch; truncated or non-v2 input is CorruptBatch."""
+    batch = three_record_batch()
+    with pytest.raises(InvalidBatch, match="compressed batches are not supported"):
+        decode_records(patch(batch, 21, ">h", 2))
+    with pytest.raises(CorruptBatch, match="past the end of the buffer"):
+        decode_records(batch[:-1])
+    with pytest.raises(CorruptBatch, match="magic"):
+        decode_records(patch(batch, 16, ">b", 1, fix_crc=False))
+
+
+@pytest.mark.parametrize(
+    ("records", "count", "message"),
+    [
+        (b"\xff\xff\xff\xff\xff\xff", 1, "longer than 5"),
+        (b"\x02\x00", 1, "past the end"),
+        (b"\x7f" + b"\x00" * 10, 1, "length -64 runs past"),
+        (b"\x0c\x00\x00\x00\x05\x00\x00", 1, "negative key length -3"),
+        (b"\x0c\x00\x00\x00\x20\x00\x00", 1, "key length 16 runs past"),
+        (b"\x0c\x00\x00\x00\x01\x20\x00", 1, "value length 16 runs past"),
+        (b"\x0c\x00\x00\x00\x01\x03\x00", 1, "negative value length -2"),
+        (b"\x0c\x00\x00\x00\x01\x01\x40", 1, "header count 32 cannot fit"),
+        (b"\x12\x00\x00\x00\x01\x01\x02\x02\xff\x01", 1, "not valid UTF-8"),
+        (b"\x0c\x00\x00\x03\x01\x01\x00", 1, "offset delta -2 is out of order"),
+        (b"\x0c\x00\x00\x02\x01\x01\x00", 1, "offset delta 1 is out of order"),
+        (b"\x0c\x00\x00\x00\x01\x01\x00" * 2, 2, "offset delta 0 is out of order"),
+        (b"\x0e\x00\x00\x00\x01\x01\x00\x00", 1, "1 bytes left over after its fields"),
+        (b"\x0c\x00\x00\x00\x01\x01\x00\x00", 1, "1 bytes left over after 1 records"),
+        (b"\x0c\x00\x00\x00\x01\x01\x00", 2, "past the end of the batch"),
+    ],
+)
+def test_decode_malformed_records_raise_corrupt_batch(
+    records: bytes, count: int, message: str
+) -> None:
+    """Structurally broken records behind a valid CRC raise CorruptBatch, never IndexError."""
+    batch = reseal_records(three_record_batch(), records, count)
+    assert crc_ok(batch, 0, parse_header(batch))
+    with pytest.raises(CorruptBatch, match=message):
+        decode_records(batch)
+
+
+def test_decode_random_garbage_only_raises_corrupt_batch() -> None:
+    """Random record bytes behind a valid CRC either decode or raise CorruptBatch."""
+    rng = random.Random(20240601)
+    template = three_record_batch()
+    outcomes = {"decoded": 0, "corrupt": 0}
+    for _ in range(3000):
+        records = rng.randbytes(rng.randrange(0, 40))
+        batch = reseal_records(template, records, rng.randrange(1, 4))
+        try:
+            decode_records(batch)
+        except CorruptBatch:
+            outcomes["corrupt"] += 1
+        else:
+            outcomes["decoded"] += 1
+    assert outcomes["corrupt"] > 2000
+    assert sum(outcomes.values()) == 3000
+
+
+def test_decode_flipped_record_bytes_never_crash() -> None:
+    """Every single-byte flip of the record area, CRC re-sealed, decodes or is CorruptBatch."""
+    template = three_record_batch()
+    records = template[HEADER_SIZE:]
+    for i in range(len(records)):
+        damaged = bytearray(records)
+        damaged[i] ^= 0xFF
+        batch = reseal_records(template, bytes(damaged), 3)
+        try:
+            out = decode_records(batch)
+        except CorruptBatch:
+            continue
+        assert [r.offset for r in out] == [0, 1, 2]
+
+
+# --------------------------------------------------------------------------- integrity
+
+
+def test_every_byte_flip_is_detected_or_outside_crc() -> None:
+    """Flipping any byte is caught, except in baseOffset and partitionLeaderEpoch (no CRC)."""
+    batch = three_record_batch()
+    assert len(batch) == 101
+    uncovered_positions = set(range(0, 8)) | set(range(12, 16))
+    detected: list[int] = []
+    undetected: list[int] = []
+    for i in range(len(batch)):
+        flipped = bytearray(batch)
+        flipped[i] ^= 0xFF
+        if _flip_detected(bytes(flipped)):
+            detected.append(i)
+            with pytest.raises((CorruptBatch, InvalidBatch)):
+                decode_records(flipped)
+        else:
+            undetected.append(i)
+    assert set(undetected) == uncovered_positions
+    assert len(undetected) == 12
+    assert len(detected) == 89
+
+
+def _flip_detected(buf: bytes) -> bool:
+    """True when any of the integrity checks notices the damage."""
+    try:
+        header = parse_header(buf)
+    except InvalidBatch:
+        return True
+    if not crc_ok(buf, 0, header):
+        return True
+    try:
+        validate_batches(buf)
+    except InvalidBatch:
+        return True
+    found, end = scan_batches(buf)
+    return end != len(buf) or len(found) != 1
+
+
+def test_batch_header_is_frozen() -> None:
+    """Headers and records are immutable values, safe to share between threads."""
+    header = parse_header(three_record_batch())
+    with pytest.raises(AttributeError):
+        header.base_offset = 5  # type: ignore[misc]
+    assert isinstance(header, BatchHeader)
+    with pytest.raises(AttributeError):
+        Record(b"k", b"v").key = b"x"  # type: ignore[misc]
+
+
+def test_record_keeps_dataclass_value_semantics() -> None:
+    """Records build by keyword, compare and hash by value, but only against other Records."""
+    record = Record(key=b"k", value=b"v", timestamp=5)
+    assert record == Record(b"k", b"v", (), 5, None)
+    assert hash(record) == hash(Record(b"k", b"v", (), 5, None))
+    assert repr(record) == "Record(key=b'k', value=b'v', headers=(), timestamp=5, offset=None)"
+    plain = (b"k", b"v", (), 5, None)
+    assert record != plain
+    assert plain != record
+    assert not record == plain  # noqa: SIM201 - exercises __eq__ itself
+    with pytest.raises(TypeError):
+        _ = record < Record(b"l", b"v")
+    with pytest.raises(AttributeError):
+        record.offset = 1  # type: ignore[misc]
+
+
+def test_two_byte_varint_boundaries_decode() -> None:
+    """Lengths and deltas at the 1/2/3-byte zig-zag boundaries (63, 64, 8191, 8192) decode."""
+    sizes = [0, 63, 64, 100, 8191, 8192]
+    records = [Record(bytes([n % 251]) * n, b"v" * (n // 2 + 1)) for n in sizes * 20]
+    out = roundtrip(records, base_offset=7)
+    assert [(r.key, r.value) for r in out] == [(r.key, r.value) for r in records]
+    assert [r.offset for r in out] == list(range(7, 7 + len(records)))
+
+
+def test_two_byte_record_length_cut_at_batch_end_is_corrupt() -> None:
+    """A record length whose second varint byte would lie past the batch is CorruptBatch."""
+    batch = reseal_records(three_record_batch(), b"\x80", 1)
+    with pytest.raises(CorruptBatch, match="past the end"):
+        decode_records(batch)
+
+
+def test_record_fields_overrunning_its_length_say_so() -> None:
+    """Fields that run past the record's stated length are reported as an overrun."""
+    batch = reseal_records(three_record_batch(), b"\x02\x00\x00\x00\x01\x01\x00", 1)
+    with pytest.raises(CorruptBatch, match="overruns its length by 5 bytes"):
+        decode_records(batch)
