@@ -1,4 +1,4 @@
-"""Every topic of one data dir: discovered at startup, created on demand, retained.
+"""Every topic of one data dir: discovered at startup, created and deleted on demand.
 
 The directory listing is the only metadata. A clean-shutdown marker file is
 what lets startup trust the logs without scanning them: it is deleted as soon
@@ -136,21 +136,6 @@ class LogManager:
         for name in sorted(self.topics):
             rows.extend(self.topics[name].describe())
         return rows
-
-    def enforce_retention(self, now_ms: int) -> dict[tuple[str, int], list[int]]:
-        """Apply retention to every partition; returns the deleted segment bases by partition."""
-        deleted: dict[tuple[str, int], list[int]] = {}
-        for topic in list(self.topics.values()):
-            for index, log in enumerate(topic.partitions):
-                bases = log.enforce_retention(now_ms)
-                if bases:
-                    deleted[(topic.name, index)] = bases
-        return deleted
-
-    def flush(self) -> None:
-        """Make everything appended so far durable."""
-        for topic in list(self.topics.values()):
-            topic.flush()
 
     def close(self) -> None:
         """Flush and close every partition, then durably mark the shutdown as clean.

@@ -36,9 +36,10 @@ from rustka.storage.record_batch import (
 from rustka.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
-    LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
     MAX_SEGMENT_SIZE,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
     Segment,
     base_offset_of,
     fsync_dir,
@@ -559,8 +560,10 @@ def _tidy_directory(directory: Path) -> list[int]:
     for name in names:
         stale = name.endswith(_LEFTOVER_SUFFIXES)
         if not stale:
-            index_base = base_offset_of(name, INDEX_SUFFIX)
-            stale = index_base is not None and index_base not in bases
+            stale = any(
+                (index_base := base_offset_of(name, suffix)) is not None and index_base not in bases
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            )
         if stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / name)
@@ -572,7 +575,7 @@ def _tidy_directory(directory: Path) -> list[int]:
 
 def _remove_segment_files(directory: Path, bases: Sequence[int]) -> None:
     for base in bases:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / f"{base:020d}{suffix}")
     fsync_dir(directory)

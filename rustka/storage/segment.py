@@ -1,22 +1,27 @@
-"""One log segment: a ``.log`` of record batches and its sparse ``.index``.
+"""One log segment: a ``.log`` of record batches, its ``.index`` and its ``.timeindex``.
 
-The ``.log`` is the truth; the ``.index`` is a cache that saves a scan. Each
-index entry is 8 bytes, big-endian ``u32 offset - base_offset, u32 position``,
-and maps a batch's base offset to where the batch starts. An entry is added
-only once ``index_interval_bytes`` of log have been written since the previous
-one, so a lookup is a binary search over a small in-memory array followed by a
-forward walk over at most about one interval of batch *headers*.
+The ``.log`` is the truth; the two indexes are caches that save a scan
+(rustka/storage/offset_index.py and time_index.py own their bytes). An index
+entry is added only once ``index_interval_bytes`` of log have been written
+since the previous one, so a lookup is a binary search over a small in-memory
+array followed by a forward walk over at most about one interval of batch
+*headers*.
 
-Opening trusts the index only after cheap checks (length, order, bounds, and a
-sample of entries read back from the log); anything suspicious rebuilds it from
-the log. Startup then reads only a bounded tail, from the last index entry to
-the end, to learn ``next_offset``; a structural problem there (a torn write)
+Every walk over the log's batch headers goes through one loop, ``HeaderWalk``:
+the reads (from an index entry to the batch holding an offset), the open-time
+tail walk (from the last index entry to the end), the recovery scan (the whole
+log, with CRCs), the time lookups and the producer-state rebuild.
+
+Opening trusts the indexes only after cheap checks (length, order, bounds, and a
+sample of entries read back from the log); anything suspicious rebuilds them
+from the log. Startup then reads only a bounded tail, from the last index entry
+to the end, to learn ``next_offset``; a structural problem there (a torn write)
 escalates to a full CRC scan that truncates at the first bad batch.
 
 Concurrency: one writer (the partition's lane) calls ``append``/``truncate_to``/
 ``flush``; readers on other threads call ``read``. Readers use ``os.pread`` on
-their own fd and snapshot ``(size, next_offset)`` as one tuple, so they never see
-a half-updated segment.
+their own fd and snapshot ``(size, next_offset, max_timestamp)`` as one tuple,
+so they never see a half-updated segment.
 """
 
 from __future__ import annotations
@@ -24,38 +29,46 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-import sys
-import threading
-import time
 from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from itertools import pairwise
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange, StorageError
-from rustka.storage.record_batch import HEADER_SIZE, BatchHeader, crc_ok, parse_header, scan_batches
+from rustka.storage.offset_index import SYNC_STATS, OffsetIndex, timed_fsync, write_all
+from rustka.storage.record_batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    crc_ok,
+    decode_records,
+    parse_header,
+)
+from rustka.storage.time_index import TimeIndex
 
 __all__ = [
     "DELETED_SUFFIX",
-    "INDEX_ENTRY_SIZE",
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
     "MAX_RELATIVE_OFFSET",
     "MAX_SEGMENT_SIZE",
+    "SEGMENT_SUFFIXES",
+    "SYNC_STATS",
+    "TIME_INDEX_SUFFIX",
+    "HeaderWalk",
     "RecoveryInfo",
     "Segment",
     "base_offset_of",
     "fsync_dir",
     "index_name",
     "log_name",
+    "time_index_name",
 ]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
-INDEX_ENTRY_SIZE = 8
 # Index fields are u32; Kafka keeps relative offsets within int32, and so do we.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 MAX_SEGMENT_SIZE = (1 << 32) - 1
@@ -64,17 +77,11 @@ _NAME_DIGITS = 20
 # Full scans read this much at a time so recovery memory stays bounded by
 # max(chunk, largest batch) rather than by the segment size.
 _SCAN_CHUNK = 1 << 20
-# Index entries read back from the log when opening; all of them would cost one
-# pread each (262k for a 1 GiB segment), so open checks a spread and reads check
-# the entry they use.
-_INDEX_SAMPLES = 16
+# Header-only walks over whole segments read this much per pread: many small
+# batches per read, or little more than the header of a big one.
+_HEADER_WINDOW = 64 << 10
 
 _BASE_OFFSET = struct.Struct(">q")
-_PREFIX = struct.Struct(">qi")
-_ENTRY = struct.Struct(">II")
-_LITTLE_ENDIAN = sys.byteorder == "little"
-assert array("I").itemsize == 4, "index arrays need 32-bit unsigned items"
-
 _OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
 
 
@@ -84,6 +91,10 @@ def log_name(base_offset: int) -> str:
 
 def index_name(base_offset: int) -> str:
     return f"{base_offset:0{_NAME_DIGITS}d}{INDEX_SUFFIX}"
+
+
+def time_index_name(base_offset: int) -> str:
+    return f"{base_offset:0{_NAME_DIGITS}d}{TIME_INDEX_SUFFIX}"
 
 
 def base_offset_of(name: str, suffix: str = LOG_SUFFIX) -> int | None:
@@ -107,64 +118,6 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """os.write may write less than asked (a disk filling up); loop or raise."""
-    view = memoryview(data)
-    try:
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-    finally:
-        view.release()
-
-
-def _encode_index(rel: array[int], pos: array[int]) -> bytes:
-    pairs = array("I", bytes(INDEX_ENTRY_SIZE * len(rel)))
-    pairs[0::2] = rel
-    pairs[1::2] = pos
-    if _LITTLE_ENDIAN:
-        pairs.byteswap()
-    return pairs.tobytes()
-
-
-def _decode_index(data: bytes) -> tuple[array[int], array[int]]:
-    pairs = array("I")
-    pairs.frombytes(data)
-    if _LITTLE_ENDIAN:
-        pairs.byteswap()
-    return pairs[0::2], pairs[1::2]
-
-
-def _strictly_increasing(values: array[int]) -> bool:
-    return all(a < b for a, b in pairwise(values))
-
-
-@dataclass
-class SyncStats:
-    """Process-wide fsync counters for the metrics endpoint.
-
-    Kept here, where the fsync happens, because with ``flush = "always"`` the
-    partition log syncs inside its append (data must be durable before it is
-    visible), so no caller above could time the fsync alone.
-    """
-
-    count: int = 0
-    seconds: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-SYNC_STATS = SyncStats()
-
-
-def _timed_fsync(fd: int) -> None:
-    started = time.perf_counter()
-    os.fsync(fd)
-    elapsed = time.perf_counter() - started
-    with SYNC_STATS.lock:
-        SYNC_STATS.count += 1
-        SYNC_STATS.seconds += elapsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,23 +146,170 @@ class RecoveryInfo:
         return "; ".join(parts)
 
 
+class HeaderWalk:
+    """A forward walk over batch headers from a known batch start: the one shared loop.
+
+    Iterating yields each header in order; while a header is being handled,
+    ``pos`` is its position. The walk checks the structure that can be judged
+    from headers: a sane header, the offset chain (each base offset equals the
+    previous batch's next offset; baseOffset is outside the CRC, so the chain is
+    what catches a damaged base offset or length), offsets within the segment's
+    relative range and lengths within ``end``. With ``verify`` it also reads
+    each whole batch and checks its CRC.
+
+    It stops at the first problem instead of raising: afterwards ``problem``
+    says what it was (None if the walk reached ``end``), ``pos`` is where the
+    valid log ends and ``expected`` is the next offset after the last good
+    batch. Reads one window of ``window`` bytes per pread, more only for a
+    batch bigger than that when ``verify`` needs all of it.
+    """
+
+    __slots__ = ("_base", "_fd", "_verify", "_window", "end", "expected", "pos", "problem", "start")
+
+    def __init__(
+        self,
+        fd: int,
+        start: int,
+        expected: int,
+        end: int,
+        *,
+        base_offset: int,
+        window: int,
+        verify: bool = False,
+    ) -> None:
+        self._fd = fd
+        self._base = base_offset
+        self._window = max(window, HEADER_SIZE)
+        self._verify = verify
+        self.start = start
+        self.pos = start
+        self.expected = expected
+        self.end = end
+        self.problem: str | None = None
+
+    def __iter__(self) -> Iterator[BatchHeader]:
+        fd = self._fd
+        end = self.end
+        window = self._window
+        verify = self._verify
+        limit_offset = self._base + MAX_RELATIVE_OFFSET
+        pos = self.pos
+        expected = self.expected
+        buf = b""
+        buf_pos = pos
+        while pos < end:
+            off = pos - buf_pos
+            if len(buf) - off < HEADER_SIZE:
+                if end - pos < HEADER_SIZE:
+                    self.problem = (
+                        f"{end - pos} bytes at position {pos} are too short for a batch header"
+                    )
+                    return
+                buf = os.pread(fd, min(end - pos, window), pos)
+                buf_pos = pos
+                off = 0
+                if len(buf) < HEADER_SIZE:
+                    self.problem = f"the log ends early at position {pos + len(buf)}"
+                    return
+            try:
+                header = parse_header(buf, off)
+            except InvalidBatch:
+                self.problem = f"invalid batch header at position {pos}"
+                return
+            size = header.size
+            if header.base_offset != expected:
+                self.problem = (
+                    f"batch at position {pos} has base offset {header.base_offset}, "
+                    f"expected {expected}"
+                )
+                return
+            if header.last_offset_delta < 0:
+                self.problem = f"batch at position {pos} has a negative last offset delta"
+                return
+            if header.base_offset + header.last_offset_delta > limit_offset:
+                self.problem = f"batch at position {pos} has offsets too far from the segment base"
+                return
+            if pos + size > end:
+                self.problem = (
+                    f"batch at position {pos} ({size} bytes) is incomplete: the log ends at {end}"
+                )
+                return
+            if verify:
+                if len(buf) - off < size:
+                    buf = os.pread(fd, min(end - pos, max(window, size)), pos)
+                    buf_pos = pos
+                    off = 0
+                    if len(buf) < size:
+                        self.problem = f"the log ends early at position {pos + len(buf)}"
+                        return
+                if not crc_ok(buf, off, header):
+                    self.problem = f"batch at position {pos} failed its CRC-32C check"
+                    return
+            yield header
+            pos += size
+            expected = header.next_offset
+            self.pos = pos
+            self.expected = expected
+
+
+class _IndexBuilder:
+    """Decides, batch by batch, where both indexes get entries; shared by append and scans.
+
+    An offset index entry goes at a batch once an interval of bytes has passed
+    since the last entry; the time index gets one at the same moment if the
+    max timestamp grew since its last entry (docs/architecture.md, "segment.py").
+    """
+
+    __slots__ = (
+        "interval",
+        "max_ts",
+        "max_ts_offset",
+        "offset_entries",
+        "since",
+        "time_entries",
+        "time_ts",
+    )
+
+    def __init__(self, interval: int, since: int, max_ts: int, max_ts_offset: int, time_ts: int):
+        self.interval = interval
+        self.since = since
+        self.max_ts = max_ts
+        self.max_ts_offset = max_ts_offset
+        self.time_ts = time_ts
+        self.offset_entries: list[tuple[int, int]] = []
+        self.time_entries: list[tuple[int, int]] = []
+
+    def add(self, position: int, base_offset: int, header: BatchHeader) -> None:
+        if header.max_timestamp > self.max_ts:
+            self.max_ts = header.max_timestamp
+            self.max_ts_offset = base_offset
+        if self.since >= self.interval:
+            self.offset_entries.append((base_offset, position))
+            if self.max_ts > self.time_ts:
+                self.time_entries.append((self.max_ts, self.max_ts_offset))
+                self.time_ts = self.max_ts
+            self.since = 0
+        self.since += header.size
+
+
 class _StaleIndexEntry(Exception):
     """An index entry did not point at the batch it names; retry from an earlier point."""
 
 
 class Segment:
-    """A ``.log`` + ``.index`` pair named by the segment's 20-digit base offset."""
+    """A ``.log`` + ``.index`` + ``.timeindex`` set named by the segment's base offset."""
 
     directory: Path
     base_offset: int
     index_interval_bytes: int
     log_path: Path
-    index_path: Path
     first_timestamp: int
     last_recovery: RecoveryInfo | None
+    offset_index: OffsetIndex
+    time_index: TimeIndex
 
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
-        """Use ``create`` or ``open``; this only opens the file descriptors."""
+        """Use ``create`` or ``open``; this only checks the arguments."""
         if base_offset < 0:
             raise StorageError(f"segment base offset {base_offset} is negative")
         if index_interval_bytes < 1:
@@ -218,22 +318,17 @@ class Segment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = self.directory / log_name(base_offset)
-        self.index_path = self.directory / index_name(base_offset)
         # (size, next_offset, max_timestamp), replaced as one object so a reader
         # on another thread never pairs a new size with an old next_offset.
         self._state: tuple[int, int, int] = (0, base_offset, -1)
+        self._max_ts_offset = base_offset
         self.first_timestamp = -1
         self.last_recovery = None
-        self._idx_rel: array[int] = array("I")
-        self._idx_pos: array[int] = array("I")
         self._since_index = 0
         self._log_dirty = True
-        self._index_dirty = True
         self._broken: str | None = None
-        self._index_missing = False
         self._read_fd = -1
         self._log_fd = -1
-        self._index_fd = -1
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -242,13 +337,16 @@ class Segment:
         """A new, empty segment; refuses to clobber an existing ``.log``."""
         seg = cls(directory, base_offset, index_interval_bytes)
         try:
-            seg._open_fds(create=True)
+            seg._open_files(create=True)
         except FileExistsError:
             seg.close()
             raise StorageError(f"segment file {seg.log_path} already exists") from None
         except OSError as e:
             seg.close()
             raise StorageError(f"cannot create segment {seg.log_path}: {e.strerror}") from e
+        except BaseException:
+            seg.close()
+            raise
         return seg
 
     @classmethod
@@ -262,17 +360,19 @@ class Segment:
     ) -> Segment:
         """Load an existing segment.
 
-        ``recover=False`` reads the index plus a bounded tail; ``recover=True``
+        ``recover=False`` reads the indexes plus a bounded tail; ``recover=True``
         reads the whole log and checks every CRC. Either way ``last_recovery``
         says what was repaired (None if nothing).
         """
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._index_missing = not seg.index_path.exists()
         try:
-            seg._open_fds(create=False)
+            seg._open_files(create=False)
         except OSError as e:
             seg.close()
             raise StorageError(f"cannot open segment {seg.log_path}: {e.strerror}") from e
+        except BaseException:
+            seg.close()
+            raise
         try:
             file_size = os.fstat(seg._read_fd).st_size
             seg._state = (file_size, base_offset, -1)
@@ -288,33 +388,51 @@ class Segment:
             raise
         return seg
 
-    def _open_fds(self, *, create: bool) -> None:
+    def _open_files(self, *, create: bool) -> None:
         excl = os.O_CREAT | os.O_EXCL if create else 0
         self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | excl | _OPEN_FLAGS, 0o644)
         self._read_fd = os.open(self.log_path, os.O_RDONLY | _OPEN_FLAGS)
-        trunc = os.O_TRUNC if create else 0
-        self._index_fd = os.open(
-            self.index_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | trunc | _OPEN_FLAGS, 0o644
-        )
+        base = self.base_offset
+        self.offset_index = OffsetIndex(self.directory / index_name(base), base, create=create)
+        self.time_index = TimeIndex(self.directory / time_index_name(base), base, create=create)
+
+    @property
+    def index_path(self) -> Path:
+        return self.offset_index.path
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.time_index.path
 
     def close(self) -> None:
         """Release the fds; safe to call twice. Pending data is not fsynced here."""
-        for name in ("_read_fd", "_log_fd", "_index_fd"):
+        for name in ("_read_fd", "_log_fd"):
             fd = getattr(self, name)
             if fd >= 0:
                 setattr(self, name, -1)
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        for index_attr in ("offset_index", "time_index"):
+            index = getattr(self, index_attr, None)
+            if index is not None:
+                index.close()
+
+    def _files(self) -> list[Path]:
+        paths = [self.log_path]
+        for index_attr in ("offset_index", "time_index"):
+            index = getattr(self, index_attr, None)
+            if index is not None:
+                paths.append(index.path)
+        return paths
 
     def delete(self) -> None:
-        """Rename both files to ``*.deleted``; the fds stay open for in-flight readers.
+        """Rename every file to ``*.deleted``; the fds stay open for in-flight readers.
 
         The owner closes the segment (and removes the files) later, once no
         reader can still hold it.
         """
         errors: list[str] = []
-        for attr in ("log_path", "index_path"):
-            path: Path = getattr(self, attr)
+        for path in self._files():
             if path.name.endswith(DELETED_SUFFIX):
                 continue
             target = path.with_name(path.name + DELETED_SUFFIX)
@@ -325,13 +443,18 @@ class Segment:
             except OSError as e:
                 errors.append(f"{path}: {e.strerror}")
                 continue
-            setattr(self, attr, target)
+            if path == self.log_path:
+                self.log_path = target
+            elif path == self.offset_index.path:
+                self.offset_index.path = target
+            else:
+                self.time_index.path = target
         if errors:
             raise StorageError("cannot delete segment files: " + "; ".join(errors))
 
     def remove_files(self) -> None:
         """Unlink this segment's files (after ``delete``/``close``), ignoring missing ones."""
-        for path in (self.log_path, self.index_path):
+        for path in self._files():
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -340,16 +463,15 @@ class Segment:
                 raise StorageError(f"cannot remove {path}: {e.strerror}") from e
 
     def flush(self) -> None:
-        """fsync the log (and the index if it changed) so acknowledged data survives power loss."""
+        """fsync the log (and the indexes if they changed) so acknowledged data survives."""
         try:
             if self._log_dirty:
-                _timed_fsync(self._log_fd)
+                timed_fsync(self._log_fd)
                 self._log_dirty = False
-            if self._index_dirty:
-                _timed_fsync(self._index_fd)
-                self._index_dirty = False
         except OSError as e:
             raise StorageError(f"fsync of segment {self.log_path} failed: {e.strerror}") from e
+        self.offset_index.flush()
+        self.time_index.flush()
 
     # ------------------------------------------------------------------ properties
 
@@ -367,11 +489,15 @@ class Segment:
 
     @property
     def index_entries(self) -> int:
-        return len(self._idx_rel)
+        return len(self.offset_index)
 
     def index_snapshot(self) -> list[tuple[int, int]]:
         """(relative offset, position) pairs, for tests and admin tools."""
-        return list(zip(self._idx_rel, self._idx_pos, strict=False))
+        return self.offset_index.entries()
+
+    def time_index_snapshot(self) -> list[tuple[int, int]]:
+        """(timestamp, relative offset) pairs, for tests and admin tools."""
+        return self.time_index.entries()
 
     def mtime_ms(self) -> int:
         """Last modification time of the log, for segments whose batches carry no timestamp."""
@@ -390,8 +516,10 @@ class Segment:
     ) -> None:
         """Write batches whose final base offsets are already in ``data``; one ``os.write``.
 
-        On failure the log (and index) are cut back to their previous size and
-        StorageError is raised, so a failed append leaves no trace.
+        The base offsets must continue this segment's offsets without a gap (the
+        partition log assigns them so). On failure the log and indexes are cut
+        back to their previous size and StorageError is raised, so a failed
+        append leaves no trace.
         """
         if not batches:
             return
@@ -403,60 +531,57 @@ class Segment:
             raise StorageError(
                 f"segment {self.log_path} would exceed {MAX_SEGMENT_SIZE} bytes; roll first"
             )
-        last_pos, last_header = batches[-1]
-        new_next = _BASE_OFFSET.unpack_from(data, last_pos)[0] + last_header.last_offset_delta + 1
+        first_base = _BASE_OFFSET.unpack_from(data, batches[0][0])[0]
+        new_next = first_base + sum(h.last_offset_delta + 1 for _, h in batches)
         if new_next - 1 - self.base_offset > MAX_RELATIVE_OFFSET:
             raise StorageError(
                 f"offset {new_next - 1} is too far from segment base {self.base_offset}; roll first"
             )
-        interval = self.index_interval_bytes
-        since = self._since_index
-        entries: list[tuple[int, int]] = []
-        if since + total - last_header.size >= interval:
-            for pos, header in batches:
-                if since >= interval:
-                    base = _BASE_OFFSET.unpack_from(data, pos)[0]
-                    entries.append((base - self.base_offset, size + pos))
-                    since = 0
-                since += header.size
-        else:
-            since += total
-        batch_max = max(header.max_timestamp for _, header in batches)
+        last_time = self.time_index.last_entry()
+        builder = _IndexBuilder(
+            self.index_interval_bytes,
+            self._since_index,
+            max_ts,
+            self._max_ts_offset,
+            -1 if last_time is None else last_time[0],
+        )
+        base = first_base
+        for pos, header in batches:
+            builder.add(size + pos, base, header)
+            base += header.last_offset_delta + 1
+        offset_entries = len(self.offset_index)
+        time_entries = len(self.time_index)
         try:
-            _write_all(self._log_fd, data)
+            write_all(self._log_fd, data)
         except OSError as e:
-            self._cut_back(size, len(self._idx_rel))
+            self._cut_back(size, offset_entries, time_entries)
             raise StorageError(
                 f"writing {total} bytes to {self.log_path} failed: {e.strerror}"
             ) from e
-        if entries:
-            try:
-                _write_all(self._index_fd, b"".join(_ENTRY.pack(r, p) for r, p in entries))
-            except OSError as e:
-                self._cut_back(size, len(self._idx_rel))
-                raise StorageError(
-                    f"writing the index {self.index_path} failed: {e.strerror}"
-                ) from e
-            for rel, pos in entries:
-                # Position first: a reader that sees a relative offset finds its position.
-                self._idx_pos.append(pos)
-                self._idx_rel.append(rel)
-            self._index_dirty = True
+        try:
+            self.offset_index.append(builder.offset_entries)
+            self.time_index.append(builder.time_entries)
+        except StorageError:
+            self._cut_back(size, offset_entries, time_entries)
+            raise
         if size == 0:
             self.first_timestamp = batches[0][1].max_timestamp
-        self._since_index = since
+        self._since_index = builder.since
+        self._max_ts_offset = builder.max_ts_offset
         self._log_dirty = True
-        self._state = (size + total, new_next, max(max_ts, batch_max))
+        self._state = (size + total, new_next, builder.max_ts)
 
-    def _cut_back(self, size: int, index_entries: int) -> None:
+    def _cut_back(self, size: int, offset_entries: int, time_entries: int) -> None:
         """Undo a partial write; if even that fails the segment refuses further appends."""
         try:
             os.ftruncate(self._log_fd, size)
-            os.ftruncate(self._index_fd, index_entries * INDEX_ENTRY_SIZE)
-        except OSError as e:
+            self.offset_index.truncate_entries(offset_entries)
+            if len(self.time_index) > time_entries:
+                self.time_index.truncate_to(self.time_index.entry(time_entries)[1])
+        except (OSError, StorageError) as e:
             self._broken = (
                 f"segment {self.log_path} could not be rolled back after a failed write "
-                f"({e.strerror}); it must be recovered before accepting writes"
+                f"({e}); it must be recovered before accepting writes"
             )
 
     def truncate_to(self, position: int) -> None:
@@ -468,18 +593,21 @@ class Segment:
             )
         if position == size:
             return
-        keep = bisect_left(self._idx_pos, position)
         try:
+            prefix = os.pread(self._read_fd, _BASE_OFFSET.size, position)
             os.ftruncate(self._log_fd, position)
-            if keep < len(self._idx_rel):
-                os.ftruncate(self._index_fd, keep * INDEX_ENTRY_SIZE)
         except OSError as e:
             raise StorageError(f"truncating {self.log_path} failed: {e.strerror}") from e
-        self._idx_pos = self._idx_pos[:keep]
-        self._idx_rel = self._idx_rel[:keep]
-        self._log_dirty = self._index_dirty = True
+        self.offset_index.truncate_to_position(position)
+        if len(prefix) == _BASE_OFFSET.size:
+            self.time_index.truncate_to(_BASE_OFFSET.unpack(prefix)[0])
+        else:
+            self.time_index.truncate_to(self.base_offset)
+        self._log_dirty = True
         self._state = (position, self.base_offset, -1)
+        self._max_ts_offset = self.base_offset
         if position == 0:
+            self.time_index.truncate_to(self.base_offset)
             self.first_timestamp = -1
             self._since_index = 0
             return
@@ -530,6 +658,7 @@ class Segment:
         end = batch_size
         expected = header.next_offset
         total = len(buf)
+        # Later batches already in the buffer: whole, chained and CRC-valid, or the end.
         while total - end >= HEADER_SIZE:
             try:
                 h = parse_header(buf, end)
@@ -547,6 +676,65 @@ class Segment:
             expected = h.next_offset
         return buf if end == total else buf[:end]
 
+    def headers_from(
+        self, offset: int, limit: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from the one holding ``offset`` to ``limit``.
+
+        Structure only (no CRCs): for the producer-state rebuild and time
+        lookups, which need headers, not records. CorruptBatch on a broken chain.
+        """
+        size = self.size if limit is None else min(limit, self.size)
+        if offset >= self.next_offset or size == 0:
+            return
+        found = self._locate(max(offset, self.base_offset), size, None)
+        if found is None:
+            return
+        start, header = found
+        walk = HeaderWalk(
+            self._read_fd,
+            start,
+            header.base_offset,
+            size,
+            base_offset=self.base_offset,
+            window=_HEADER_WINDOW,
+        )
+        try:
+            for h in walk:
+                yield walk.pos, h
+        except OSError as e:
+            raise StorageError(f"reading {self.log_path} failed: {e.strerror}") from e
+        if walk.problem is not None:
+            raise CorruptBatch(f"{self.log_path}: {walk.problem}")
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """The first (offset, timestamp) here whose record timestamp is >= ``timestamp``.
+
+        The time index gives a batch before which nothing is new enough; a
+        header walk from there finds the first batch whose max timestamp
+        reaches ``timestamp``, and its records give the exact offset (Kafka's
+        ListOffsets rule). A batch whose records cannot be decoded here
+        answers with its base offset and max timestamp. None if no record in
+        this segment is that new.
+        """
+        size, _, max_ts = self._state
+        if max_ts < timestamp:
+            return None
+        start = self.time_index.lookup(timestamp)
+        for pos, header in self.headers_from(start, size):
+            if header.max_timestamp < timestamp:
+                continue
+            data = self._pread(header.size, pos)
+            try:
+                records = decode_records(data, 0, verify=True)
+            except (InvalidBatch, CorruptBatch):
+                return header.base_offset, header.max_timestamp
+            for record in records:
+                if record.timestamp is not None and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+            return header.base_offset, header.max_timestamp
+        return None
+
     def _corrupt(self, pos: int, header: BatchHeader | None, why: str) -> CorruptBatch:
         what = f"batch at position {pos}"
         if header is not None:
@@ -556,24 +744,19 @@ class Segment:
     def _locate(
         self, offset: int, limit: int, complete_next: int | None
     ) -> tuple[int, BatchHeader] | None:
-        """Binary search the index, then walk headers forward to the batch holding ``offset``."""
-        rels = self._idx_rel
-        positions = self._idx_pos
-        i = bisect_right(rels, offset - self.base_offset) - 1
-        if i >= 0:
+        """Look the offset up in the index, then walk headers forward to the batch holding it."""
+        index = self.offset_index
+        slot = index.slot_for(offset)
+        if slot >= 0:
+            start_offset, start = index.entry(slot)
             try:
-                return self._walk(
-                    offset, positions[i], self.base_offset + rels[i], limit, complete_next, True
-                )
+                return self._walk_to(offset, start, start_offset, limit, complete_next, True)
             except _StaleIndexEntry:
-                i -= 1
-        if i >= 0:
-            start, expected = positions[i], self.base_offset + rels[i]
-        else:
-            start, expected = 0, self.base_offset
-        return self._walk(offset, start, expected, limit, complete_next, False)
+                slot -= 1
+        start_offset, start = (self.base_offset, 0) if slot < 0 else index.entry(slot)
+        return self._walk_to(offset, start, start_offset, limit, complete_next, False)
 
-    def _walk(
+    def _walk_to(
         self,
         offset: int,
         start: int,
@@ -582,61 +765,40 @@ class Segment:
         complete_next: int | None,
         from_index: bool,
     ) -> tuple[int, BatchHeader] | None:
-        """Follow batch lengths from a known batch start, checking the offsets chain.
-
-        baseOffset is outside the CRC, so the chain (each base offset equals the
-        previous batch's next offset) is what catches a damaged base offset or
-        length. Reads one window of about an index interval per pread.
-        """
-        pos = start
-        window = b""
-        win_pos = start
-        window_size = self.index_interval_bytes + HEADER_SIZE
-        while pos < limit:
-            off = pos - win_pos
-            if len(window) - off < HEADER_SIZE:
-                if limit - pos < HEADER_SIZE:
-                    raise self._corrupt(pos, None, f"only {limit - pos} bytes remain for a header")
-                window = self._pread(min(limit - pos, window_size), pos)
-                win_pos = pos
-                off = 0
-                if len(window) < HEADER_SIZE:
-                    raise self._corrupt(pos, None, "the log is shorter than its recorded size")
-            try:
-                header = parse_header(window, off)
-            except InvalidBatch as e:
-                if from_index and pos == start:
-                    raise _StaleIndexEntry from None
-                raise self._corrupt(pos, None, f"invalid header ({e})") from None
-            if header.base_offset != expected or header.last_offset_delta < 0:
-                if from_index and pos == start:
-                    raise _StaleIndexEntry
-                raise self._corrupt(
-                    pos,
-                    header,
-                    f"its base offset should be {expected} (the offset chain is broken)",
-                )
-            if offset <= header.last_offset:
-                if pos + header.size > limit:
-                    raise self._corrupt(pos, header, f"it runs past the end of the log ({limit})")
-                return pos, header
-            pos += header.size
-            expected = header.next_offset
-        if pos != limit:
+        """Walk from a batch start to the batch holding ``offset``; None if past ``limit``."""
+        walk = HeaderWalk(
+            self._read_fd,
+            start,
+            expected,
+            limit,
+            base_offset=self.base_offset,
+            window=self.index_interval_bytes + HEADER_SIZE,
+        )
+        try:
+            for header in walk:
+                if offset <= header.last_offset:
+                    return walk.pos, header
+        except OSError as e:
+            raise StorageError(f"reading {self.log_path} failed: {e.strerror}") from e
+        if walk.problem is not None:
+            if from_index and walk.pos == start:
+                raise _StaleIndexEntry
+            raise CorruptBatch(f"{self.log_path}: {walk.problem}")
+        if complete_next is not None and walk.expected != complete_next:
             raise self._corrupt(
-                start, None, f"a batch length runs past the end of the log ({limit})"
-            )
-        if complete_next is not None and expected != complete_next:
-            raise self._corrupt(
-                start, None, f"the batches end at offset {expected}, not {complete_next}"
+                start, None, f"the batches end at offset {walk.expected}, not {complete_next}"
             )
         return None
 
     # ------------------------------------------------------------------ loading
 
+    def _base_at(self, position: int) -> int | None:
+        prefix = os.pread(self._read_fd, _BASE_OFFSET.size, position)
+        return _BASE_OFFSET.unpack(prefix)[0] if len(prefix) == _BASE_OFFSET.size else None
+
     def _load(self) -> None:
         """Trust-but-verify open: index checks, bounded tail walk, full scan only if needed."""
-        reason = self._load_index()
+        reason = self._load_indexes()
         if reason is not None:
             self._scan_all(f"index not trusted: {reason}", requested=False)
             return
@@ -644,50 +806,24 @@ class Segment:
         if problem is not None:
             self._scan_all(f"tail check failed: {problem}", requested=False)
 
-    def _read_index_file(self) -> bytes:
-        length = os.fstat(self._index_fd).st_size
-        chunks: list[bytes] = []
-        pos = 0
-        while pos < length:
-            chunk = os.pread(self._index_fd, length - pos, pos)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            pos += len(chunk)
-        return b"".join(chunks)
-
-    def _load_index(self) -> str | None:
-        """Adopt the index file, or say why it cannot be trusted."""
-        if self._index_missing:
-            return "the index file is missing"
-        data = self._read_index_file()
-        if len(data) % INDEX_ENTRY_SIZE:
-            return f"index length {len(data)} is not a multiple of {INDEX_ENTRY_SIZE}"
-        rels, positions = _decode_index(data)
-        count = len(rels)
-        if count:
-            size = self.size
-            if rels[0] == 0 or positions[0] == 0:
-                return "the first index entry points at the segment's first batch"
-            if not (_strictly_increasing(rels) and _strictly_increasing(positions)):
-                return "index entries are out of order"
-            if positions[-1] + HEADER_SIZE > size:
-                return f"an index entry points past the end of the log ({size} bytes)"
-            step = max(1, (count - 1) // (_INDEX_SAMPLES - 1))
-            samples = sorted(set(range(0, count, step)) | {count - 1})
-            for i in samples:
-                prefix = os.pread(self._read_fd, _PREFIX.size, positions[i])
-                if len(prefix) < _PREFIX.size:
-                    return f"index entry {i} points past the end of the log"
-                base, _ = _PREFIX.unpack(prefix)
-                if base != self.base_offset + rels[i]:
-                    return (
-                        f"index entry {i} names offset {self.base_offset + rels[i]} but the "
-                        f"batch at position {positions[i]} starts at {base}"
-                    )
-        self._idx_rel = rels
-        self._idx_pos = positions
-        return None
+    def _load_indexes(self) -> str | None:
+        """Adopt both index files, or say why they cannot be trusted."""
+        reason = self.offset_index.load()
+        if reason is None:
+            reason = self.offset_index.sanity_check(self.size, self._base_at)
+        if reason is not None:
+            return reason
+        reason = self.time_index.load()
+        if reason is not None:
+            return reason
+        # Time entries made after the last offset entry (the offset index lost
+        # its tail in a crash) are dropped here and re-made by the tail walk.
+        offset_index = self.offset_index
+        if len(offset_index):
+            self.time_index.truncate_to(offset_index.last_entry()[0] + 1)
+        else:
+            self.time_index.truncate_to(self.base_offset)
+        return self.time_index.sanity_check()
 
     def _scan_tail(self) -> str | None:
         """Walk headers from the last index entry to the end to learn next_offset.
@@ -695,183 +831,89 @@ class Segment:
         Checks structure (header sanity, the offset chain, lengths within the
         file) but not CRCs, which keeps startup cost to a bounded read per
         segment. Returns a description of the first problem, or None. Adds the
-        index entries a crash may have kept from reaching the index file.
+        index entries a crash may have kept from reaching the index files.
         """
         size = self.size
-        rels = self._idx_rel
         if size == 0:
             self._since_index = 0
             self.first_timestamp = -1
+            self._max_ts_offset = self.base_offset
             self._state = (0, self.base_offset, -1)
             return None
-        if rels:
-            start = self._idx_pos[-1]
-            expected = self.base_offset + rels[-1]
-        else:
-            start = 0
-            expected = self.base_offset
-        interval = self.index_interval_bytes
-        window_size = interval + HEADER_SIZE
-        since = 0
-        max_ts = -1
+        start_offset, start = self.offset_index.last_entry()
+        last_time = self.time_index.last_entry()
+        time_ts, time_offset = (-1, self.base_offset) if last_time is None else last_time
+        builder = _IndexBuilder(self.index_interval_bytes, 0, time_ts, time_offset, time_ts)
+        walk = HeaderWalk(
+            self._read_fd,
+            start,
+            start_offset,
+            size,
+            base_offset=self.base_offset,
+            window=self.index_interval_bytes + HEADER_SIZE,
+        )
         first_ts: int | None = None
-        new_entries: list[tuple[int, int]] = []
-        pos = start
-        window = b""
-        win_pos = start
-        while pos < size:
-            off = pos - win_pos
-            if len(window) - off < HEADER_SIZE:
-                if size - pos < HEADER_SIZE:
-                    return f"{size - pos} bytes at position {pos} are too short for a batch header"
-                window = os.pread(self._read_fd, min(size - pos, window_size), pos)
-                win_pos = pos
-                off = 0
-                if len(window) < HEADER_SIZE:
-                    return f"the log ends early at position {pos + len(window)}"
-            try:
-                header = parse_header(window, off)
-            except InvalidBatch:
-                return f"invalid batch header at position {pos}"
-            problem = self._chain_problem(header, pos, expected, size)
-            if problem is not None:
-                return problem
-            if pos == 0:
+        for header in walk:
+            if walk.pos == 0:
                 first_ts = header.max_timestamp
-            if since >= interval:
-                new_entries.append((header.base_offset - self.base_offset, pos))
-                since = 0
-            since += header.size
-            if header.max_timestamp > max_ts:
-                max_ts = header.max_timestamp
-            expected = header.next_offset
-            pos += header.size
+            builder.add(walk.pos, header.base_offset, header)
+        if walk.problem is not None:
+            return walk.problem
         if first_ts is None:
             try:
                 first_ts = parse_header(os.pread(self._read_fd, HEADER_SIZE, 0)).max_timestamp
             except InvalidBatch:
                 return "invalid batch header at position 0"
-        if new_entries:
-            _write_all(self._index_fd, b"".join(_ENTRY.pack(r, p) for r, p in new_entries))
-            for rel, position in new_entries:
-                self._idx_pos.append(position)
-                self._idx_rel.append(rel)
-            self._index_dirty = True
+        self.offset_index.append(builder.offset_entries)
+        self.time_index.append(builder.time_entries)
         self.first_timestamp = first_ts
-        self._since_index = since
-        # The tail covers the newest batches; the first batch guards against a
-        # segment whose only timestamps are at its start.
-        self._state = (size, expected, max(max_ts, first_ts))
-        return None
-
-    def _chain_problem(self, header: BatchHeader, pos: int, expected: int, end: int) -> str | None:
-        if header.base_offset != expected:
-            return (
-                f"batch at position {pos} has base offset {header.base_offset}, expected {expected}"
-            )
-        if header.last_offset_delta < 0:
-            return f"batch at position {pos} has a negative last offset delta"
-        if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-            return f"batch at position {pos} has offsets too far from the segment base"
-        if pos + header.size > end:
-            return (
-                f"batch at position {pos} ({header.size} bytes) is incomplete: "
-                f"the log ends at {end}"
-            )
+        self._since_index = builder.since
+        self._max_ts_offset = builder.max_ts_offset
+        # The time index covers the batches before the tail; the first batch
+        # guards against a damaged time index on a segment stamped only at its start.
+        self._state = (size, walk.expected, max(builder.max_ts, first_ts))
         return None
 
     def _scan_all(self, reason: str, *, requested: bool) -> None:
-        """Read the whole log with CRCs, truncate at the first bad batch, rebuild the index.
+        """Read the whole log with CRCs, truncate at the first bad batch, rebuild the indexes.
 
         Reads in chunks so memory is bounded by the chunk or the largest batch.
         """
         file_size = os.fstat(self._read_fd).st_size
         base = self.base_offset
-        interval = self.index_interval_bytes
-        rels: array[int] = array("I")
-        positions: array[int] = array("I")
-        since = 0
-        expected = base
-        max_ts = -1
+        builder = _IndexBuilder(self.index_interval_bytes, 0, -1, base, -1)
+        walk = HeaderWalk(
+            self._read_fd, 0, base, file_size, base_offset=base, window=_SCAN_CHUNK, verify=True
+        )
         first_ts = -1
-        pos = 0
-        need = 0
-        stop_reason: str | None = None
-        while pos < file_size:
-            buf = os.pread(self._read_fd, min(file_size - pos, max(_SCAN_CHUNK, need)), pos)
-            if not buf:
-                stop_reason = f"the log ends early at position {pos}"
-                break
-            batches, end = scan_batches(buf, 0)
-            for bpos, header in batches:
-                at = pos + bpos
-                stop_reason = self._chain_problem(header, at, expected, file_size)
-                if stop_reason is not None:
-                    end = bpos
-                    break
-                if at == 0:
-                    first_ts = header.max_timestamp
-                if since >= interval:
-                    rels.append(header.base_offset - base)
-                    positions.append(at)
-                    since = 0
-                since += header.size
-                if header.max_timestamp > max_ts:
-                    max_ts = header.max_timestamp
-                expected = header.next_offset
-            at = pos + end
-            if stop_reason is not None or end == len(buf):
-                pos = at
-                if stop_reason is not None:
-                    break
-                need = 0
-                continue
-            rest = len(buf) - end
-            pos = at
-            if rest >= HEADER_SIZE:
-                try:
-                    header = parse_header(buf, end)
-                except InvalidBatch:
-                    stop_reason = f"invalid batch header at position {at}"
-                    break
-                if at + header.size > file_size:
-                    stop_reason = (
-                        f"batch at position {at} ({header.size} bytes) is incomplete: "
-                        f"the log ends at {file_size}"
-                    )
-                    break
-                if end + header.size <= len(buf):
-                    stop_reason = f"batch at position {at} failed its CRC-32C check"
-                    break
-                need = header.size
-            elif at + rest >= file_size:
-                stop_reason = f"{rest} bytes at position {at} are too short for a batch header"
-                break
-            else:
-                need = HEADER_SIZE
+        for header in walk:
+            if walk.pos == 0:
+                first_ts = header.max_timestamp
+            builder.add(walk.pos, header.base_offset, header)
+        pos = walk.pos
         truncated = file_size - pos
         if truncated:
             os.ftruncate(self._log_fd, pos)
-        new_index = _encode_index(rels, positions)
-        rebuilt = self._index_missing or new_index != self._read_index_file()
-        self._index_missing = False
-        if rebuilt:
-            os.ftruncate(self._index_fd, 0)
-            _write_all(self._index_fd, new_index)
+        rels = array("I", (offset - base for offset, _ in builder.offset_entries))
+        positions = array("I", (position for _, position in builder.offset_entries))
+        stamps = array("q", (ts for ts, _ in builder.time_entries))
+        time_rels = array("I", (offset - base for _, offset in builder.time_entries))
+        rebuilt = self.offset_index.replace(rels, positions)
+        rebuilt = self.time_index.replace(stamps, time_rels) or rebuilt
         if truncated or rebuilt:
             os.fsync(self._log_fd)
-            os.fsync(self._index_fd)
-        self._idx_pos = positions
-        self._idx_rel = rels
-        self._since_index = since
+            self.offset_index.flush()
+            self.time_index.flush()
+        self._since_index = builder.since
+        self._max_ts_offset = builder.max_ts_offset
         self.first_timestamp = first_ts
-        self._state = (pos, expected, max_ts)
+        self._state = (pos, walk.expected, builder.max_ts)
         if truncated or rebuilt or not requested:
-            why = reason if stop_reason is None else f"{reason}: {stop_reason}"
+            why = reason if walk.problem is None else f"{reason}: {walk.problem}"
             self.last_recovery = RecoveryInfo(
                 truncated_bytes=truncated,
                 first_lost_position=pos if truncated else None,
-                kept_next_offset=expected,
+                kept_next_offset=walk.expected,
                 index_rebuilt=rebuilt,
                 reason=why,
             )

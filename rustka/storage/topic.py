@@ -207,11 +207,6 @@ class Topic:
             )
         return rows
 
-    def flush(self) -> None:
-        """Make every partition's appended data durable."""
-        for log in self.partitions:
-            log.flush()
-
     def close(self) -> None:
         """Flush and close every partition, even if one of them fails."""
         first_error: BaseException | None = None

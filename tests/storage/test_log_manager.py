@@ -231,23 +231,6 @@ def test_invalid_partition_count_creates_nothing(tmp_path: Path) -> None:
         manager.close()
 
 
-def test_enforce_retention_deletes_old_segments(tmp_path: Path) -> None:
-    """Retention by size deletes old segments and reports them per (topic, partition)."""
-    config = _config(segment_bytes=1024, retention_bytes=2048, retention_ms=None)
-    manager = LogManager.open(tmp_path, config)
-    try:
-        manager.create_topic("orders", 2)
-        _append(manager, "orders", 1, 60)
-        deleted = manager.enforce_retention(now_ms=0)
-        assert list(deleted) == [("orders", 1)]
-        log = manager.topic("orders").partition(1)
-        assert log.log_start_offset > 0
-        assert deleted[("orders", 1)][0] == 0
-        assert log.end_offset == 60
-    finally:
-        manager.close()
-
-
 def test_describe_lists_all_partitions(tmp_path: Path) -> None:
     """describe() covers every partition of every topic in name order."""
     manager = LogManager.open(tmp_path, _config())

@@ -23,7 +23,7 @@ from rustka.storage.record_batch import (
     encode_batch,
     scan_batches,
 )
-from rustka.storage.segment import index_name, log_name
+from rustka.storage.segment import index_name, log_name, time_index_name
 
 TS = 1_700_000_000_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,12 +198,13 @@ def test_leftover_files_are_removed_on_open(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path, config())
     fill(log, 5)
     log.close()
-    for name in ("00000000000000000099.log.deleted", "x.tmp", "y.cleaned", index_name(77)):
+    leftovers = ("00000000000000000099.log.deleted", "x.tmp", "y.cleaned", index_name(77))
+    for name in (*leftovers, time_index_name(78)):
         (tmp_path / name).write_bytes(b"junk")
     (tmp_path / "notes.txt").write_bytes(b"keep")
     again = PartitionLog.open(tmp_path, config())
     assert sorted(os.listdir(tmp_path)) == sorted(
-        [log_name(0), index_name(0), RECOVERY_POINT_FILE, "notes.txt"]
+        [log_name(0), index_name(0), time_index_name(0), RECOVERY_POINT_FILE, "notes.txt"]
     )
     assert again.end_offset == 5
     again.close()
@@ -480,7 +481,11 @@ def test_failed_writes_leave_the_log_unchanged(tmp_path: Path) -> None:
     assert all("nothing was written" in e for e in result["errors"])
     assert result["after"] == result["state"]
     assert result["sizes"] == result["state"]["bytes"]
-    assert [f for f in result["files"] if f != RECOVERY_POINT_FILE] == [index_name(0), log_name(0)]
+    assert [f for f in result["files"] if f != RECOVERY_POINT_FILE] == [
+        index_name(0),
+        log_name(0),
+        time_index_name(0),
+    ]
     assert result["rp"] == [0, 0]
     end = result["state"]["end"]
     assert log_name(end + 1) in result["errors"][1]  # it failed in the freshly rolled segment

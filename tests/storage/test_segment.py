@@ -20,7 +20,13 @@ from rustka.storage.record_batch import (
     set_base_offset,
     validate_batches,
 )
-from rustka.storage.segment import Segment, base_offset_of, index_name, log_name
+from rustka.storage.segment import (
+    Segment,
+    base_offset_of,
+    index_name,
+    log_name,
+    time_index_name,
+)
 
 TS = 1_700_000_000_000
 INTERVAL = 256
@@ -76,12 +82,13 @@ def flip(path: Path, position: int, mask: int = 0xFF) -> None:
 
 
 def test_files_are_named_by_twenty_digit_base_offset(tmp_path: Path) -> None:
-    """create() makes NNNN(20).log and .index; only exact 20-digit names parse back."""
+    """create() makes NNNN(20).log, .index and .timeindex; only exact 20-digit names parse."""
     seg = Segment.create(tmp_path, 1234, INTERVAL)
     seg.close()
     assert sorted(os.listdir(tmp_path)) == [
         "00000000000000001234.index",
         "00000000000000001234.log",
+        "00000000000000001234.timeindex",
     ]
     assert base_offset_of("00000000000000001234.log") == 1234
     assert base_offset_of(index_name(7), ".index") == 7
@@ -357,6 +364,7 @@ def test_delete_renames_files_but_open_segment_stays_readable(tmp_path: Path) ->
     assert sorted(os.listdir(tmp_path)) == [
         index_name(0) + ".deleted",
         log_name(0) + ".deleted",
+        time_index_name(0) + ".deleted",
     ]
     assert seg.read(0, 10**9) == data
     seg.close()
