@@ -92,6 +92,36 @@ class StorageError(RustkaError):
     code = 13
 
 
+class OffsetLost(RustkaError):
+    """A single-record read of an offset that crash recovery cut out of the log.
+
+    Below the end offset but stored nowhere: the records were lost with a torn
+    or corrupt segment. ``next_offset`` is the first offset stored after the
+    gap, where a reader can carry on (docs/reliability.md).
+    """
+
+    code = 14
+
+    def __init__(self, offset: int, next_offset: int) -> None:
+        self.offset = offset
+        self.next_offset = next_offset
+        super().__init__(
+            f"offset {offset} was lost in crash recovery; the next stored offset is {next_offset}"
+        )
+
+
+class OutOfOrderSequence(RustkaError):
+    """An idempotent producer's batch does not continue its sequence (a gap or a reorder)."""
+
+    code = 15
+
+
+class ProducerFenced(RustkaError):
+    """An idempotent producer wrote with an epoch older than one the log has seen."""
+
+    code = 16
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -107,5 +137,8 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         BrokerUnavailable,
         RecordTooLarge,
         StorageError,
+        OffsetLost,
+        OutOfOrderSequence,
+        ProducerFenced,
     )
 }
