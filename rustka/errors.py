@@ -97,7 +97,8 @@ class OffsetLost(RustkaError):
 
     Below the end offset but stored nowhere: the records were lost with a torn
     or corrupt segment. ``next_offset`` is the first offset stored after the
-    gap, where a reader can carry on (docs/reliability.md).
+    gap, where a reader can carry on (docs/reliability.md). Not in
+    ERRORS_BY_CODE, like OffsetOutOfRange, because it is built from numbers.
     """
 
     code = 14
@@ -137,7 +138,6 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         BrokerUnavailable,
         RecordTooLarge,
         StorageError,
-        OffsetLost,
         OutOfOrderSequence,
         ProducerFenced,
     )
