@@ -1,0 +1,849 @@
+"""Tests for the API declarations and public entry points (rustka.kafka.messages).
+
+Expected bytes are derived by hand from Kafka's JSON message schemas, one comment per field
+group; the generic sweeps then cover every declared (api, version, direction).
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from rustka.kafka.errors import ErrorCode
+from rustka.kafka.messages import (
+    APIS,
+    ApiKey,
+    api_versions_error_response,
+    api_versions_table,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    encode_response_parts,
+    is_flexible,
+)
+from rustka.kafka.schema import (
+    BIG_CHUNK,
+    RECORDS,
+    UUID,
+    Array,
+    Field,
+    Fixed,
+    KafkaCodecError,
+    Struct,
+)
+
+
+def hx(*chunks: str) -> bytes:
+    return bytes.fromhex("".join(chunks).replace(" ", ""))
+
+
+def norm(value: Any) -> Any:
+    """Records decode to memoryviews; compare them as bytes."""
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    if isinstance(value, dict):
+        return {k: norm(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [norm(v) for v in value]
+    return value
+
+
+def contains(actual: Any, expected: Any) -> bool:
+    """`actual` matches `expected`, where dicts in `actual` may carry extra (default) keys."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and contains(actual[k], v) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(contains(a, e) for a, e in zip(actual, expected, strict=True))
+        )
+    return bool(actual == expected)
+
+
+# --- the table -------------------------------------------------------------------------
+
+EXPECTED_TABLE = {
+    # key: (name, min, max, first flexible version per Kafka's schema)
+    18: ("ApiVersions", 0, 4, 3),
+    3: ("Metadata", 0, 8, 9),
+    0: ("Produce", 3, 8, 9),
+    1: ("Fetch", 4, 11, 12),
+    2: ("ListOffsets", 1, 5, 6),
+    22: ("InitProducerId", 0, 1, 2),
+    19: ("CreateTopics", 0, 4, 5),
+    20: ("DeleteTopics", 0, 3, 4),
+    32: ("DescribeConfigs", 0, 2, 4),
+    10: ("FindCoordinator", 0, 2, 3),
+    11: ("JoinGroup", 0, 5, 6),
+    14: ("SyncGroup", 0, 3, 4),
+    12: ("Heartbeat", 0, 3, 4),
+    13: ("LeaveGroup", 0, 3, 4),
+    8: ("OffsetCommit", 2, 7, 8),
+    9: ("OffsetFetch", 1, 5, 6),
+    16: ("ListGroups", 0, 2, 3),
+    15: ("DescribeGroups", 0, 4, 5),
+}
+
+
+def test_apis_table_matches_the_advertised_ranges() -> None:
+    actual = {k: (s.name, s.min_version, s.max_version, s.flexible_from) for k, s in APIS.items()}
+    assert actual == EXPECTED_TABLE
+    assert {int(k) for k in ApiKey} == set(APIS)
+    for key, spec in APIS.items():
+        assert spec.key == key
+
+
+def test_only_api_versions_advertises_flexible_versions() -> None:
+    flexible = {
+        (k, v)
+        for k, s in APIS.items()
+        for v in range(s.min_version, s.max_version + 1)
+        if is_flexible(k, v)
+    }
+    assert flexible == {(18, 3), (18, 4)}
+
+
+def test_api_versions_table_is_sorted_and_complete() -> None:
+    table = api_versions_table()
+    assert [row["api_key"] for row in table] == sorted(EXPECTED_TABLE)
+    assert table[0] == {"api_key": 0, "min_version": 3, "max_version": 8}
+
+
+def test_error_codes_match_kafka() -> None:
+    assert ErrorCode.UNKNOWN_SERVER_ERROR == -1
+    assert ErrorCode.UNSUPPORTED_VERSION == 35
+    assert ErrorCode.MEMBER_ID_REQUIRED == 79
+    assert ErrorCode.INVALID_RECORD == 87
+    assert ErrorCode.PRODUCER_FENCED == 90
+    assert len({int(e) for e in ErrorCode}) == len(ErrorCode)
+
+
+# --- hand-derived vectors --------------------------------------------------------------
+
+
+def req_header(key: int, version: int) -> str:
+    """Header with correlation id 1 and client id "c": v1, or v2 (an extra empty tag
+    section) for the only flexible requests we declare, ApiVersions 3-4."""
+    tags = " 00" if key == 18 and version >= 3 else ""
+    return f"{key:04x} {version:04x} 00000001 0001 63{tags}"
+
+
+RESP_HEADER = "00000001"  # response header v0: correlation id 1
+
+TOPIC_T = "0001 74"  # string "t"
+CONSUMER = "0008 636f6e73756d6572"  # string "consumer"
+RANGE = "0005 72616e6765"  # string "range"
+
+# (api key, version, body, body hex); laid out by hand, so the formatter keeps off.
+# fmt: off
+REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
+    # ApiVersions v0-2 requests have no body
+    (18, 0, {}, ""),
+    (18, 2, {}, ""),
+    (18, 4, {"client_software_name": "k", "client_software_version": "1"},
+     "02 6b 02 31 00"),  # compact strings, body tag section
+    # Metadata
+    (3, 0, {"topics": [{"name": "t"}]}, "00000001 " + TOPIC_T),
+    (3, 1, {"topics": None}, "ffffffff"),  # null = all topics
+    (3, 1, {"topics": []}, "00000000"),  # empty = no topics
+    (3, 4, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False},
+     "00000001 " + TOPIC_T + " 00"),
+    (3, 4, {}, "ffffffff 01"),  # defaults: all topics, auto-create true
+    (3, 8, {"topics": None, "include_cluster_authorized_operations": True,
+            "include_topic_authorized_operations": True}, "ffffffff 01 01 01"),
+    # Produce
+    (0, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": "t",
+                            "partition_data": [{"index": 0, "records": b"\xaa\xbb"}]}]},
+     "ffff 0001 00007530 00000001 " + TOPIC_T + " 00000001 00000000 00000002 aabb"),
+    (0, 8, {"transactional_id": "x", "acks": -1, "timeout_ms": 30000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": None}]}]},
+     "0001 78 ffff 00007530 00000001 " + TOPIC_T + " 00000001 00000001 ffffffff"),
+    # Fetch
+    (1, 4, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
+            "isolation_level": 1,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1048576}]}]},
+     "ffffffff 000001f4 00000001 03200000 01"  # replica, wait, min, max, isolation
+     " 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000007 00100000"),
+    (1, 7, {"max_wait_ms": 500, "min_bytes": 1, "session_id": 5, "session_epoch": 2,
+            "topics": [],
+            "forgotten_topics_data": [{"topic": "u", "partitions": [1, 2]}]},
+     "ffffffff 000001f4 00000001 7fffffff 00 00000005 00000002 00000000"
+     " 00000001 0001 75 00000002 00000001 00000002"),
+    (1, 11, {"max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
+             "topics": [{"topic": "t", "partitions": [
+                 {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1048576}]}],
+             "rack_id": "r"},
+     "ffffffff 000001f4 00000001 03200000 00 00000000 ffffffff"
+     " 00000001 " + TOPIC_T + " 00000001"
+     " 00000000 ffffffff 0000000000000007 ffffffffffffffff 00100000"  # epoch/log start -1
+     " 00000000 0001 72"),  # no forgotten topics, rack "r"
+    # ListOffsets
+    (2, 1, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -2}]}]},
+     "ffffffff 00000001 " + TOPIC_T + " 00000001 00000000 fffffffffffffffe"),
+    (2, 5, {"replica_id": -1, "isolation_level": 1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -1}]}]},
+     "ffffffff 01 00000001 " + TOPIC_T + " 00000001 00000000 ffffffff ffffffffffffffff"),
+    # InitProducerId
+    (22, 0, {"transactional_id": None, "transaction_timeout_ms": 60000}, "ffff 0000ea60"),
+    (22, 1, {"transactional_id": "x", "transaction_timeout_ms": 1}, "0001 78 00000001"),
+    # CreateTopics
+    (19, 0, {"topics": [{"name": "t", "num_partitions": 3, "replication_factor": 1,
+                         "assignments": [], "configs": [{"name": "k", "value": None}]}],
+             "timeout_ms": 1000},
+     "00000001 " + TOPIC_T + " 00000003 0001 00000000 00000001 0001 6b ffff 000003e8"),
+    (19, 4, {"topics": [{"name": "t", "num_partitions": -1, "replication_factor": -1,
+                         "assignments": [{"partition_index": 0, "broker_ids": [1]}]}],
+             "validate_only": True},
+     "00000001 " + TOPIC_T + " ffffffff ffff 00000001 00000000 00000001 00000001 00000000"
+     " 0000ea60 01"),  # timeout defaults to 60000
+    # DeleteTopics
+    (20, 0, {"topic_names": ["a", "b"], "timeout_ms": 5}, "00000002 0001 61 0001 62 00000005"),
+    (20, 3, {"topic_names": [], "timeout_ms": 5}, "00000000 00000005"),
+    # DescribeConfigs
+    (32, 0, {"resources": [{"resource_type": 2, "resource_name": "t",
+                            "configuration_keys": None}]},
+     "00000001 02 " + TOPIC_T + " ffffffff"),
+    (32, 2, {"resources": [{"resource_type": 2, "resource_name": "t",
+                            "configuration_keys": ["a"]}], "include_synonyms": True},
+     "00000001 02 " + TOPIC_T + " 00000001 0001 61 01"),
+    # FindCoordinator
+    (10, 0, {"key": "g"}, "0001 67"),
+    (10, 2, {"key": "g", "key_type": 1}, "0001 67 01"),
+    # JoinGroup
+    (11, 0, {"group_id": "g", "session_timeout_ms": 10000, "member_id": "",
+             "protocol_type": "consumer",
+             "protocols": [{"name": "range", "metadata": b"\x00\x01"}]},
+     "0001 67 00002710 0000 " + CONSUMER + " 00000001 " + RANGE + " 00000002 0001"),
+    (11, 5, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 300000,
+             "member_id": "", "protocol_type": "consumer",
+             "protocols": [{"name": "range", "metadata": b"\x00\x01"}]},
+     "0001 67 00002710 000493e0 0000 ffff " + CONSUMER
+     + " 00000001 " + RANGE + " 00000002 0001"),
+    # SyncGroup
+    (14, 0, {"group_id": "g", "generation_id": 1, "member_id": "m",
+             "assignments": [{"member_id": "m", "assignment": b"\x01"}]},
+     "0001 67 00000001 0001 6d 00000001 0001 6d 00000001 01"),
+    (14, 3, {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": "i",
+             "assignments": []},
+     "0001 67 00000001 0001 6d 0001 69 00000000"),
+    # Heartbeat
+    (12, 0, {"group_id": "g", "generation_id": 1, "member_id": "m"},
+     "0001 67 00000001 0001 6d"),
+    (12, 3, {"group_id": "g", "generation_id": 1, "member_id": "m"},
+     "0001 67 00000001 0001 6d ffff"),
+    # LeaveGroup
+    (13, 0, {"group_id": "g", "member_id": "m"}, "0001 67 0001 6d"),
+    (13, 3, {"group_id": "g", "members": [{"member_id": "m", "group_instance_id": None}]},
+     "0001 67 00000001 0001 6d ffff"),
+    # OffsetCommit
+    (8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]},
+     "0001 67 00000001 0001 6d ffffffffffffffff"  # retention defaults to -1
+     " 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000005 0000"),
+    (8, 5, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+            "retention_time_ms": 99,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]},
+     "0001 67 00000001 0001 6d 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 0000"),
+    (8, 7, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5}]}]},
+     "0001 67 00000001 0001 6d ffff 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 ffffffff ffff"),
+    # OffsetFetch
+    (9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000002 00000000 00000001"),
+    (9, 2, {"group_id": "g", "topics": None}, "0001 67 ffffffff"),  # null = all topics
+    (9, 5, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": []}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000000"),
+    # ListGroups has an empty body
+    (16, 0, {}, ""),
+    (16, 2, {}, ""),
+    # DescribeGroups
+    (15, 0, {"groups": ["g"]}, "00000001 0001 67"),
+    (15, 3, {"groups": ["g"], "include_authorized_operations": True}, "00000001 0001 67 01"),
+]
+
+# fmt: on
+
+METADATA_BROKER = "00000001 0001 68 00002384"  # node 1, host "h", port 9092
+METADATA_PARTITION_V0 = "0000 00000000 00000001 00000001 00000001 00000001 00000001"
+
+# fmt: off
+RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
+    # ApiVersions
+    (18, 0, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]},
+     "0000 00000001 0012 0000 0004"),
+    (18, 1, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]},
+     "0000 00000001 0012 0000 0004 00000000"),
+    (18, 3, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]},
+     "0000 02 0012 0000 0004 00 00000000 00"),  # compact array, element tags, body tags
+    (18, 4, {"error_code": 35, "api_keys": [], "throttle_time_ms": 1,
+             "finalized_features_epoch": 5},
+     "0023 01 00000001 01 01 08 0000000000000005"),  # one tagged field: tag 1, 8 bytes
+    # Metadata
+    (3, 0, {"brokers": [{"node_id": 1, "host": "h", "port": 9092}],
+            "topics": [{"error_code": 0, "name": "t", "partitions": [
+                {"partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}]}]},
+     "00000001 " + METADATA_BROKER + " 00000001 0000 " + TOPIC_T
+     + " 00000001 " + METADATA_PARTITION_V0),
+    (3, 1, {"brokers": [{"node_id": 1, "host": "h", "port": 9092}], "controller_id": 1,
+            "topics": [{"error_code": 0, "name": "t", "partitions": [
+                {"partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}]}]},
+     "00000001 " + METADATA_BROKER + " ffff"  # rack null
+     " 00000001"  # controller id
+     " 00000001 0000 " + TOPIC_T + " 00"  # is_internal false
+     " 00000001 " + METADATA_PARTITION_V0),
+    (3, 8, {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": "r"}],
+            "cluster_id": "c", "controller_id": 1,
+            "topics": [{"error_code": 3, "name": "t", "is_internal": True, "partitions": [
+                {"partition_index": 0, "leader_id": 1, "leader_epoch": 0,
+                 "replica_nodes": [1], "isr_nodes": [1]}]}]},
+     "00000000 00000001 " + METADATA_BROKER + " 0001 72 0001 63 00000001"
+     " 00000001 0003 " + TOPIC_T + " 01"
+     " 00000001 0000 00000000 00000001 00000000 00000001 00000001 00000001 00000001 00000000"
+     " 80000000 80000000"),  # topic and cluster authorized operations default INT32_MIN
+    # Produce
+    (0, 3, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"
+     " ffffffffffffffff 00000000"),  # log append time -1, throttle last
+    (0, 5, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5, "log_start_offset": 0}]}],
+            "throttle_time_ms": 7},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"
+     " ffffffffffffffff 0000000000000000 00000007"),
+    (0, 8, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 87, "base_offset": -1,
+         "record_errors": [{"batch_index": 1, "batch_index_error_message": "bad"}],
+         "error_message": None}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0057 ffffffffffffffff"
+     " ffffffffffffffff ffffffffffffffff"
+     " 00000001 00000001 0003 626164 ffff 00000000"),
+    # Fetch
+    (1, 4, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 3, "last_stable_offset": 3,
+         "records": b"\x01\x02\x03"}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000003"
+     " 0000000000000003 ffffffff 00000003 010203"),  # aborted transactions null
+    (1, 11, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 3, "last_stable_offset": 3,
+         "log_start_offset": 0, "aborted_transactions": [{"producer_id": 1, "first_offset": 2}],
+         "records": [b"\x01", b"\x02\x03"]}]}]},
+     "00000000 0000 00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000"
+     " 0000000000000003 0000000000000003 0000000000000000"
+     " 00000001 0000000000000001 0000000000000002"
+     " ffffffff 00000003 010203"),  # preferred read replica -1, records joined
+    # ListOffsets
+    (2, 1, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "offset": 10}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 ffffffffffffffff 000000000000000a"),
+    (2, 5, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "offset": 10, "leader_epoch": 0}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000 ffffffffffffffff"
+     " 000000000000000a 00000000"),
+    # InitProducerId
+    (22, 0, {"producer_id": 1000}, "00000000 0000 00000000000003e8 0000"),
+    (22, 1, {"error_code": 15}, "00000000 000f ffffffffffffffff 0000"),
+    # CreateTopics
+    (19, 0, {"topics": [{"name": "t", "error_code": 36}]}, "00000001 " + TOPIC_T + " 0024"),
+    (19, 4, {"topics": [{"name": "t", "error_code": 0}]},
+     "00000000 00000001 " + TOPIC_T + " 0000 ffff"),
+    # DeleteTopics
+    (20, 0, {"responses": [{"name": "a", "error_code": 3}]}, "00000001 0001 61 0003"),
+    (20, 3, {"responses": []}, "00000000 00000000"),
+    # DescribeConfigs
+    (32, 0, {"results": [{"resource_type": 2, "resource_name": "t", "configs": [
+        {"name": "k", "value": "v", "is_default": True}]}]},
+     "00000000 00000001 0000 ffff 02 " + TOPIC_T + " 00000001 0001 6b 0001 76 00 01 00"),
+    (32, 1, {"results": [{"resource_type": 2, "resource_name": "t", "configs": [
+        {"name": "k", "value": "v", "read_only": True, "config_source": 5,
+         "synonyms": [{"name": "k", "value": None, "source": 5}]}]}]},
+     "00000000 00000001 0000 ffff 02 " + TOPIC_T
+     + " 00000001 0001 6b 0001 76 01 05 00 00000001 0001 6b ffff 05"),
+    # FindCoordinator
+    (10, 0, {"node_id": 1, "host": "h", "port": 9092}, "0000 00000001 0001 68 00002384"),
+    (10, 1, {"error_code": 15, "node_id": -1, "host": "", "port": -1},
+     "00000000 000f ffff ffffffff 0000 ffffffff"),
+    # JoinGroup
+    (11, 0, {"generation_id": 1, "protocol_name": "range", "leader": "m", "member_id": "m",
+             "members": [{"member_id": "m", "metadata": b"\x00"}]},
+     "0000 00000001 " + RANGE + " 0001 6d 0001 6d 00000001 0001 6d 00000001 00"),
+    (11, 4, {"error_code": 79, "member_id": "m"},
+     "00000000 004f ffffffff 0000 0000 0001 6d 00000000"),  # generation defaults to -1
+    (11, 5, {"generation_id": 1, "protocol_name": "range", "leader": "m", "member_id": "m",
+             "members": [{"member_id": "m", "metadata": b"\x00"}]},
+     "00000000 0000 00000001 " + RANGE + " 0001 6d 0001 6d 00000001 0001 6d ffff 00000001 00"),
+    # SyncGroup
+    (14, 0, {"assignment": b"\x01"}, "0000 00000001 01"),
+    (14, 3, {"error_code": 27}, "00000000 001b 00000000"),
+    # Heartbeat
+    (12, 0, {"error_code": 27}, "001b"),
+    (12, 3, {"throttle_time_ms": 2}, "00000002 0000"),
+    # LeaveGroup
+    (13, 0, {}, "0000"),
+    (13, 3, {"members": [{"member_id": "m", "group_instance_id": None, "error_code": 25}]},
+     "00000000 0000 00000001 0001 6d ffff 0019"),
+    # OffsetCommit
+    (8, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000"),
+    (8, 7, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0016"),
+    # OffsetFetch
+    (9, 1, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": -1, "metadata": "", "error_code": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 ffffffffffffffff 0000 0000"),
+    (9, 5, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 4, "metadata": None, "error_code": 0}]}],
+            "error_code": 16},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000004 ffffffff ffff 0000"
+     " 0010"),  # top-level error code comes last
+    # ListGroups
+    (16, 0, {"groups": [{"group_id": "g", "protocol_type": "consumer"}]},
+     "0000 00000001 0001 67 " + CONSUMER),
+    (16, 2, {"groups": []}, "00000000 0000 00000000"),
+    # DescribeGroups
+    (15, 0, {"groups": [{"group_id": "g", "group_state": "Stable", "protocol_type": "consumer",
+                         "protocol_data": "range", "members": [
+                             {"member_id": "m", "client_id": "c", "client_host": "/h",
+                              "member_metadata": b"\x01", "member_assignment": b"\x02"}]}]},
+     "00000001 0000 0001 67 0006 537461626c65 " + CONSUMER + " " + RANGE
+     + " 00000001 0001 6d 0001 63 0002 2f68 00000001 01 00000001 02"),
+    (15, 4, {"groups": [{"error_code": 69, "group_id": "g", "members": [{"member_id": "m"}]}]},
+     "00000000 00000001 0045 0001 67 0000 0000 0000"
+     " 00000001 0001 6d ffff 0000 0000 00000000 00000000"
+     " 80000000"),  # authorized operations default INT32_MIN
+]
+
+# fmt: on
+
+
+def _vector_id(v: tuple[int, int, dict[str, Any], str]) -> str:
+    return f"{APIS[v[0]].name}-v{v[1]}"
+
+
+@pytest.mark.parametrize("vector", REQUEST_VECTORS, ids=_vector_id)
+def test_request_vectors(vector: tuple[int, int, dict[str, Any], str]) -> None:
+    key, version, body, body_hex = vector
+    expected = hx(req_header(key, version), body_hex)
+    frame = encode_request(key, version, 1, "c", body)
+    assert frame.hex() == expected.hex()
+    header, pos = decode_request_header(frame)
+    assert header == (key, version, 1, "c")
+    decoded = norm(decode_request(key, version, frame, pos))
+    present = {f.name for f in APIS[key].request.fields if f.present(version)}
+    assert contains(decoded, {k: v for k, v in body.items() if k in present}), decoded
+
+
+@pytest.mark.parametrize("vector", RESPONSE_VECTORS, ids=_vector_id)
+def test_response_vectors(vector: tuple[int, int, dict[str, Any], str]) -> None:
+    key, version, body, body_hex = vector
+    expected = hx(RESP_HEADER, body_hex)
+    frame = encode_response(key, version, 1, body)
+    assert frame.hex() == expected.hex()
+    correlation_id, decoded = decode_response(key, version, frame)
+    assert correlation_id == 1
+    decoded = norm(decoded)
+    if key == ApiKey.FETCH:
+        for topic in body["responses"]:  # records may be given as chunks; compare joined
+            for partition in topic["partitions"]:
+                if isinstance(partition["records"], list):
+                    partition = partition.copy()
+                    partition["records"] = b"".join(partition["records"])
+        body = {k: v for k, v in body.items() if k != "responses"}
+    assert contains(decoded, body), decoded
+
+
+def test_every_api_version_has_a_hand_vector_for_some_version() -> None:
+    assert {k for k, *_ in REQUEST_VECTORS} == set(APIS)
+    assert {k for k, *_ in RESPONSE_VECTORS} == set(APIS)
+    for key, spec in APIS.items():
+        for vectors in (REQUEST_VECTORS, RESPONSE_VECTORS):
+            versions = {v for k, v, *_ in vectors if k == key}
+            assert spec.min_version in versions or spec.min_version + 1 in versions
+            assert spec.max_version in versions or spec.max_version - 1 in versions
+
+
+# --- ApiVersions specifics -------------------------------------------------------------
+
+KCAT_API_VERSIONS_V3 = hx(
+    "0012 0003 00000001",  # key 18, version 3, correlation id 1
+    "0004 6b636174",  # client id "kcat", classic int16 length even in header v2
+    "00",  # header tag section
+    "0b 6c696272646b61666b61",  # compact "librdkafka"
+    "06 322e302e32",  # compact "2.0.2"
+    "00",  # body tag section
+)
+
+
+def test_kcat_api_versions_v3_request() -> None:
+    header, pos = decode_request_header(KCAT_API_VERSIONS_V3)
+    assert header == (18, 3, 1, "kcat")
+    assert pos == 15
+    body = decode_request(18, 3, KCAT_API_VERSIONS_V3, pos)
+    assert body == {"client_software_name": "librdkafka", "client_software_version": "2.0.2"}
+    assert encode_request(18, 3, 1, "kcat", body) == KCAT_API_VERSIONS_V3
+
+
+def test_api_versions_request_skips_unknown_tags_in_header_and_body() -> None:
+    frame = hx(
+        "0012 0004 00000009 0001 63",
+        "01 07 02 abcd",  # header: one unknown tag (7) with 2 bytes
+        "02 61 02 62",  # "a", "b"
+        "02 00 00 05 01 ff",  # body: unknown tags 0 (empty) and 5 (1 byte)
+    )
+    header, pos = decode_request_header(frame)
+    assert header == (18, 4, 9, "c")
+    assert decode_request(18, 4, frame, pos) == {
+        "client_software_name": "a",
+        "client_software_version": "b",
+    }
+
+
+def test_api_versions_response_skips_unknown_tags_inside_array_elements() -> None:
+    frame = hx(
+        "00000001 0000 02",
+        "0012 0000 0004 01 09 01 aa",  # element with an unknown tag 9
+        "00000000 01 03 01 01",  # body: known tag 3 (zk_migration_ready) = true
+    )
+    correlation_id, body = decode_response(18, 3, frame)
+    assert correlation_id == 1
+    assert body["api_keys"] == [{"api_key": 18, "min_version": 0, "max_version": 4}]
+    assert body["zk_migration_ready"] is True
+
+
+def test_api_versions_response_header_is_v0_even_when_flexible() -> None:
+    frame = encode_response(18, 3, 0x01020304, {})
+    assert frame[:4] == hx("01020304")
+    assert frame[4:6] == hx("0000")  # error code directly after the correlation id
+
+
+def test_api_versions_v3_response_with_supported_features() -> None:
+    body = {
+        "api_keys": [],
+        "supported_features": [{"name": "f", "min_version": 0, "max_version": 1}],
+    }
+    frame = encode_response(18, 3, 1, body)
+    assert frame == hx(
+        "00000001 0000 01 00000000",  # error, empty compact array, throttle
+        "01 00 08",  # one tagged field: tag 0, 8 bytes
+        "02 02 66 0000 0001 00",  # compact array of 1: "f", 0, 1, element tags
+    )
+    assert decode_response(18, 3, frame)[1]["supported_features"] == body["supported_features"]
+
+
+def test_api_versions_error_response_is_v0_layout_with_the_full_table() -> None:
+    frame = api_versions_error_response(42)
+    rows = "".join(
+        f"{row['api_key']:04x}{row['min_version']:04x}{row['max_version']:04x}"
+        for row in api_versions_table()
+    )
+    assert frame == hx("0000002a 0023", f"{len(EXPECTED_TABLE):08x}", rows)
+    correlation_id, body = decode_response(18, 0, frame)
+    assert correlation_id == 42
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    assert body["api_keys"] == api_versions_table()
+
+
+def test_header_of_an_unsupported_flexible_api_versions_request_parses() -> None:
+    frame = hx("0012 0007 00000003 0001 63 00", "ff ff")  # v7 body is unknown to us
+    header, pos = decode_request_header(frame)
+    assert header == (18, 7, 3, "c")
+    assert pos == 12  # header v2 because 7 >= 3
+    with pytest.raises(KafkaCodecError, match="not supported"):
+        decode_request(18, 7, frame, pos)
+
+
+# --- Produce / Fetch specifics ---------------------------------------------------------
+
+
+def test_produce_records_are_a_zero_copy_view_of_the_request() -> None:
+    batch = bytes(range(61)) * 3
+    frame = encode_request(
+        0,
+        3,
+        5,
+        "p",
+        {"acks": 1, "topic_data": [{"name": "t", "partition_data": [{"records": batch}]}]},
+    )
+    _, pos = decode_request_header(frame)
+    body = decode_request(0, 3, frame, pos)
+    records = body["topic_data"][0]["partition_data"][0]["records"]
+    assert isinstance(records, memoryview)
+    assert records.obj is frame
+    assert records.tobytes() == batch
+    assert body == {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 0,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+    }
+
+
+def test_fetch_response_parts_keep_big_record_chunks_apart() -> None:
+    big1, big2 = b"a" * BIG_CHUNK, memoryview(b"b" * (BIG_CHUNK + 1))
+    body = {
+        "responses": [
+            {
+                "topic": "t",
+                "partitions": [
+                    {"partition_index": 0, "high_watermark": 9, "records": [big1, big2]},
+                    {"partition_index": 1, "records": b"small"},
+                ],
+            }
+        ]
+    }
+    parts = encode_response_parts(1, 11, 3, body)
+    assert parts[1] is big1 and parts[2] is big2
+    joined = b"".join(parts)
+    assert joined == encode_response(1, 11, 3, body)
+    assert sum(len(bytes(p)) for p in parts) == len(joined)
+    _, decoded = decode_response(1, 11, joined)
+    partitions = decoded["responses"][0]["partitions"]
+    assert partitions[0]["records"].tobytes() == big1 + big2.tobytes()
+    assert partitions[1]["records"].tobytes() == b"small"
+
+
+def test_small_responses_are_a_single_part() -> None:
+    assert encode_response_parts(12, 0, 1, {}) == [hx("00000001 0000")]
+
+
+# --- nullable vs empty -----------------------------------------------------------------
+
+
+def test_metadata_null_means_all_topics_from_v1() -> None:
+    for version in range(1, 9):
+        frame = encode_request(3, version, 1, "c", {"topics": None})
+        _, pos = decode_request_header(frame)
+        assert frame[pos : pos + 4] == hx("ffffffff")
+        assert decode_request(3, version, frame, pos)["topics"] is None
+        frame = encode_request(3, version, 1, "c", {"topics": []})
+        assert decode_request(3, version, frame, pos)["topics"] == []
+
+
+def test_metadata_v0_has_no_null_topics() -> None:
+    with pytest.raises(KafkaCodecError, match="not nullable"):
+        encode_request(3, 0, 1, "c", {"topics": None})
+    frame = hx(req_header(3, 0), "ffffffff")
+    _, pos = decode_request_header(frame)
+    with pytest.raises(KafkaCodecError, match="invalid array length -1"):
+        decode_request(3, 0, frame, pos)
+    assert decode_request(3, 0, encode_request(3, 0, 1, "c", {}), pos)["topics"] == []
+
+
+def test_offset_fetch_null_topics_only_from_v2() -> None:
+    with pytest.raises(KafkaCodecError, match="not nullable"):
+        encode_request(9, 1, 1, "c", {"group_id": "g", "topics": None})
+    frame = encode_request(9, 2, 1, "c", {"group_id": "g"})
+    assert frame.endswith(hx("ffffffff"))  # nullable fields default to null
+
+
+# --- generic sweeps over every declared (api, version, direction) ----------------------
+
+
+def _rich(st: Struct, version: int, seed: list[int]) -> dict[str, Any]:
+    """A body where every field present in `version` has a non-default value."""
+    body: dict[str, Any] = {}
+    for fld in st.fields:
+        if not fld.present(version):
+            continue
+        body[fld.name] = _rich_value(fld.type, fld, version, seed)
+    return body
+
+
+def _rich_value(t: Any, fld: Field | None, version: int, seed: list[int]) -> Any:
+    seed[0] += 1
+    n = seed[0]
+    if isinstance(t, Fixed):
+        if t is UUID:
+            return bytes((n + i) % 256 for i in range(16))
+        if t.fmt == "?":
+            return not (fld is not None and fld.default is True)
+        if t.fmt == "d":
+            return n + 0.5
+        bits = {"b": 7, "h": 15, "H": 16, "i": 31, "q": 63}[t.fmt]
+        return (n * 7919) % (2**bits - 1) + 1
+    if t is RECORDS:
+        return bytes([n % 256]) * (n % 5 + 1) + b"records"
+    if isinstance(t, Array):
+        return [_rich_value(t.item, None, version, seed) for _ in range(2)]
+    if isinstance(t, Struct):
+        return _rich(t, version, seed)
+    if t.name == "bytes":
+        return bytes([n % 256, 0xFF]) + (fld.name.encode() if fld else b"")
+    return f"{fld.name if fld else 'item'}-{n}-é"
+
+
+def _all_cases() -> list[tuple[int, int, bool]]:
+    return [
+        (key, version, is_request)
+        for key, spec in sorted(APIS.items())
+        for version in range(spec.min_version, spec.max_version + 1)
+        for is_request in (True, False)
+    ]
+
+
+def _case_id(case: tuple[int, int, bool]) -> str:
+    key, version, is_request = case
+    return f"{APIS[key].name}{'Request' if is_request else 'Response'}-v{version}"
+
+
+CASES = _all_cases()
+
+
+def _frame(key: int, version: int, is_request: bool, body: dict[str, Any]) -> bytes:
+    if is_request:
+        return encode_request(key, version, 77, "client-é", body)
+    return encode_response(key, version, 77, body)
+
+
+def _decode(key: int, version: int, is_request: bool, frame: bytes) -> dict[str, Any]:
+    if is_request:
+        header, pos = decode_request_header(frame)
+        assert header == (key, version, 77, "client-é")
+        return decode_request(key, version, frame, pos)
+    correlation_id, body = decode_response(key, version, frame)
+    assert correlation_id == 77
+    return body
+
+
+def _struct(key: int, is_request: bool) -> Struct:
+    spec = APIS[key]
+    return spec.request if is_request else spec.response
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_round_trip_with_every_field_non_default(case: tuple[int, int, bool]) -> None:
+    key, version, is_request = case
+    st = _struct(key, is_request)
+    body = _rich(st, version, [0])
+    frame = _frame(key, version, is_request, body)
+    decoded = _decode(key, version, is_request, frame)
+    assert set(decoded) == {f.name for f in st.fields}
+    assert contains(norm(decoded), body)
+    # re-encoding what was decoded gives the same bytes (views are accepted as records)
+    assert _frame(key, version, is_request, decoded) == frame
+    # every top-level field really is encoded with a non-default value
+    for name in body:
+        without = {k: v for k, v in body.items() if k != name}
+        assert _frame(key, version, is_request, without) != frame, name
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_empty_body_round_trips_to_defaults(case: tuple[int, int, bool]) -> None:
+    key, version, is_request = case
+    frame = _frame(key, version, is_request, {})
+    decoded = _decode(key, version, is_request, frame)
+    assert _frame(key, version, is_request, decoded) == frame
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_truncation_at_every_byte_raises_only_codec_errors(case: tuple[int, int, bool]) -> None:
+    key, version, is_request = case
+    frame = _frame(key, version, is_request, _rich(_struct(key, is_request), version, [0]))
+    for cut in range(len(frame)):
+        with pytest.raises(KafkaCodecError):
+            _decode(key, version, is_request, frame[:cut])
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_corrupted_bytes_raise_only_codec_errors(case: tuple[int, int, bool]) -> None:
+    key, version, is_request = case
+    frame = _frame(key, version, is_request, _rich(_struct(key, is_request), version, [0]))
+    for i in range(len(frame)):
+        for byte in (0x00, 0x80, 0xFF):
+            mutated = frame[:i] + bytes([byte]) + frame[i + 1 :]
+            try:
+                if is_request:
+                    header, pos = decode_request_header(mutated)
+                    if (header.api_key, header.api_version) == (key, version):
+                        decode_request(key, version, mutated, pos)
+                else:
+                    decode_response(key, version, mutated)
+            except KafkaCodecError:
+                pass
+
+
+# --- hostile lengths in real messages --------------------------------------------------
+
+
+def _peak_bytes_while(fn: Any) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize(
+    ("key", "version", "body_hex"),
+    [
+        (0, 3, "ffff 0001 00007530 7fffffff"),  # 2**31-1 topics
+        (0, 3, "ffff 0001 00007530 00000001 " + TOPIC_T + " 00000001 00000000 7fffffff 00"),
+        (1, 11, "ffffffff 000001f4 00000001 03200000 00 00000000 ffffffff 10000000 0000"),
+        (3, 1, "7fffffff 0001"),
+        (20, 0, "7fffffff 0000 0000"),  # 2**31-1 topic names
+        (9, 1, "0001 67 00000001 " + TOPIC_T + " 7fffffff 00000000"),  # partition indexes
+    ],
+)
+def test_absurd_lengths_in_requests_are_refused_before_allocating(
+    key: int, version: int, body_hex: str
+) -> None:
+    frame = hx(req_header(key, version), body_hex)
+    _, pos = decode_request_header(frame)
+
+    def attempt() -> None:
+        with pytest.raises(KafkaCodecError, match="exceeds"):
+            decode_request(key, version, frame, pos)
+
+    assert _peak_bytes_while(attempt) < 1_000_000
+
+
+def test_absurd_array_length_in_api_versions_v3_compact_array() -> None:
+    frame = hx("0012 0003 00000001 0001 63 00", "ffffffff07 00")  # compact string len 2**32
+    _, pos = decode_request_header(frame)
+    with pytest.raises(KafkaCodecError, match="exceeds"):
+        decode_request(18, 3, frame, pos)
+
+
+def test_truncated_request_headers_raise_codec_errors() -> None:
+    for cut in range(len(KCAT_API_VERSIONS_V3[:15])):
+        with pytest.raises(KafkaCodecError):
+            decode_request_header(KCAT_API_VERSIONS_V3[:cut])
+
+
+def test_null_client_id() -> None:
+    frame = encode_request(12, 0, 4, None, {"group_id": "g"})
+    assert frame[:10] == hx("000c 0000 00000004 ffff")
+    assert decode_request_header(frame) == ((12, 0, 4, None), 10)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: decode_request(0, 2, b"", 0), "Produce v2 is not supported"),
+        (lambda: encode_response(1, 12, 1, {}), "Fetch v12 is not supported"),
+        (lambda: decode_response(3, 9, hx("00000001")), "Metadata v9 is not supported"),
+        (lambda: encode_request(71, 0, 1, "c", {}), "unknown api key 71"),
+        (lambda: encode_response(12, 0, 1, {"error_code": "x"}), "cannot encode Heartbeat"),
+        (lambda: encode_response(12, 0, 2**40, {}), "correlation id"),
+        (lambda: encode_request(12, 0, 1, "c", {"group_id": None}), "not nullable"),
+    ],
+)
+def test_misuse_raises_codec_errors(call: Any, message: str) -> None:
+    with pytest.raises(KafkaCodecError, match=message):
+        call()
