@@ -23,6 +23,7 @@ Headers = Sequence[tuple[str, bytes | None]]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 
 DEFAULT_BROKER = "127.0.0.1:9092"
 
@@ -42,33 +43,32 @@ class CommandError(Exception):
 # -- serve ----------------------------------------------------------------------
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the broker in the foreground until SIGINT/SIGTERM."""
+def cmd_serve(argv: list[str]) -> int:
+    """Run the broker in the foreground until SIGINT/SIGTERM.
+
+    The arguments are `twistd rustka`'s (rustka.ops.tap.Options, each flag
+    defined once there), and the service tree is the one twistd runs.
+    """
     from twisted.internet import reactor
     from twisted.logger import globalLogBeginner, textFileLogObserver
+    from twisted.python import usage
 
-    from rustka.config import ConfigError
     from rustka.ops.logs import json_observer
-    from rustka.ops.tap import build_service, config_from_options
+    from rustka.ops.tap import BrokerTree, Options, makeService
 
-    opts = {
-        "config": args.config,
-        "data-dir": args.data_dir,
-        "listen": args.listen,
-        "port": args.port,
-        "flush": args.flush,
-        "max-segment-bytes": args.max_segment_bytes,
-        "retention-bytes": args.retention_bytes,
-        "metrics": args.metrics,
-        "manhole": args.manhole,
-        "manhole-authorized-keys": args.manhole_authorized_keys,
-        "manhole-host-key": args.manhole_host_key,
-    }
+    options = Options()
+    options.synopsis = "Usage: rustka serve " + Options.synopsis
     try:
-        config = config_from_options(opts)
-        top = build_service(config, reactor)
-    except ConfigError as e:
-        raise CommandError(str(e)) from e
+        options.parseOptions(argv)
+    except usage.UsageError as e:
+        sys.stderr.write(f"{options.getSynopsis()}\nrustka serve: error: {e}\n")
+        return EXIT_USAGE
+    try:
+        top = makeService(options)
+    except SystemExit as e:
+        raise CommandError(str(e.code).removeprefix("twistd rustka: ")) from None
+    assert isinstance(top, BrokerTree)
+    config = options.config
     observer = json_observer(sys.stderr) if config.log_format == "json" else None
     globalLogBeginner.beginLoggingTo(
         [observer or textFileLogObserver(sys.stderr)], redirectStandardIO=False
@@ -77,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     top.startService()
     reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
     reactor.run()
-    return EXIT_OK
+    return EXIT_OK if top.failure is None else EXIT_ERROR
 
 
 # -- client commands ----------------------------------------------------------
@@ -458,6 +458,12 @@ async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+async def _mirror(args: argparse.Namespace, out: TextIO) -> int:
+    from rustka.ops.mirror import cmd_mirror
+
+    return await cmd_mirror(args, out)
+
+
 # -- argument parsing -----------------------------------------------------------
 
 _EPILOG = """\
@@ -506,25 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print JSON instead of text")
         return sp
 
-    s = sub.add_parser(
-        "serve",
-        help="run a broker in the foreground",
-        epilog="examples:\n  rustka serve\n  rustka serve 1000000 50000000\n"
-        "  rustka serve --data-dir /tmp/rk --port 19092\n"
-        "  rustka serve --config etc/rustka.toml\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    s.add_argument("max_segment_bytes", nargs="?", help="roll segments at this many bytes")
-    s.add_argument("retention_bytes", nargs="?", help="keep at most this many bytes per partition")
-    s.add_argument("--config", help="TOML config file (see etc/rustka.toml)")
-    s.add_argument("--data-dir", help="data directory (default ./data)")
-    s.add_argument("--listen", action="append", default=[], help="Twisted endpoint (repeatable)")
-    s.add_argument("--port", type=int, help="shorthand for --listen tcp:PORT:interface=127.0.0.1")
-    s.add_argument("--flush", choices=["always", "interval", "never"], help="durability policy")
-    s.add_argument("--metrics", help="serve Prometheus /metrics on this endpoint")
-    s.add_argument("--manhole", help="SSH admin shell endpoint (needs authorized keys)")
-    s.add_argument("--manhole-authorized-keys", help="OpenSSH authorized_keys file")
-    s.add_argument("--manhole-host-key", help="host key path (default DATA_DIR/manhole_host_key)")
+    # listed for --help only: main() hands `serve ARGS` to rustka.ops.tap.Options
+    sub.add_parser("serve", help="run a broker in the foreground (rustka serve --help)")
 
     p = client_parser(
         "produce",
@@ -605,6 +594,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("topic", nargs="?")
     g.add_argument("--partition", type=_positive_int, default=None)
     g.add_argument("--to", default="earliest", help="earliest | latest | OFFSET")
+
+    m = client_parser(
+        "mirror",
+        "copy topics and group offsets into a Kafka-protocol cluster",
+        "examples:\n  rustka mirror --to kafka-1:9092                 every topic, then stop\n"
+        "  rustka mirror --to kafka-1:9092 orders payments  just these topics\n"
+        "  rustka mirror --to kafka-1:9092 --follow         keep copying until Ctrl-C\n"
+        "a second run resumes where the first stopped (see --state)\n",
+    )
+    m.add_argument("--to", required=True, metavar="BOOTSTRAP", help="target HOST:PORT[,...]")
+    m.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to copy (default: all)")
+    m.add_argument("--follow", action="store_true", help="keep mirroring until stopped")
+    m.add_argument(
+        "--state",
+        default="rustka-mirror.json",
+        help="where to record progress, for resuming (default %(default)s)",
+    )
     return parser
 
 
@@ -614,6 +620,7 @@ _CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any
     "consume": cmd_consume,
     "topics": cmd_topics,
     "groups": cmd_groups,
+    "mirror": _mirror,
 }
 
 
@@ -645,12 +652,17 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        try:
+            return cmd_serve(argv[1:])
+        except CommandError as e:
+            sys.stderr.write(f"rustka: {e}\n")
+            return EXIT_ERROR
     parser = build_parser()
     args = parser.parse_args(argv)
     _check(args, parser)
     try:
-        if args.command == "serve":
-            return cmd_serve(args)
         return _run_client(_CLIENT_COMMANDS[args.command], args)
     except CommandError as e:
         sys.stderr.write(f"rustka: {e}\n")

@@ -1,0 +1,606 @@
+"""Kafka API handlers: each turns one decoded request into calls on the broker core.
+
+A handler takes the request context, the API version and the decoded body (the
+dict shape of `rustka.kafka.messages`) and returns the response body, a
+Deferred of it, or None when Kafka sends no response (Produce with acks=0).
+Handlers never touch storage or the native protocol: the core is the only
+thing they call, so both front-ends see the same topics, offsets and groups.
+
+`HANDLERS` maps API keys to handlers; the front-end advertises exactly these
+(docs/kafka.md, "APIs and versions"). The group APIs add theirs from
+`rustka.kafka.group_handlers`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from rustka import errors
+from rustka.kafka.errors import ErrorCode as E
+from rustka.kafka.schema import RequestHeader
+
+if TYPE_CHECKING:
+    from rustka.kafka.server import KafkaFactory, KafkaProtocol
+
+Body = dict[str, Any]
+Handler = Callable[["RequestContext", int, Body], "Body | defer.Deferred[Body | None] | None"]
+
+HANDLERS: dict[int, Handler] = {}
+
+# Kafka's answer for "no such record": ListOffsets' timestamp and offset of -1.
+_NONE = -1
+_EARLIEST = -2
+_LATEST = -1
+# DescribeConfigs resource types.
+_TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
+# DescribeConfigs v1+ config sources.
+_SOURCE_DEFAULT = 5
+_SOURCE_STATIC_BROKER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler may know about the request besides its body."""
+
+    factory: KafkaFactory
+    connection: KafkaProtocol
+    header: RequestHeader
+
+    @property
+    def broker(self) -> Any:
+        return self.factory.broker
+
+
+def handler(api_key: int) -> Callable[[Handler], Handler]:
+    """Register a handler: adding an API is its declaration in messages.py plus this."""
+
+    def register(f: Handler) -> Handler:
+        HANDLERS[api_key] = f
+        return f
+
+    return register
+
+
+def error_code(failure_or_exc: Failure | BaseException) -> int:
+    """Kafka's error code for a core error (the mapping of docs/kafka.md, "Errors")."""
+    exc = failure_or_exc.value if isinstance(failure_or_exc, Failure) else failure_or_exc
+    for cls, code in _ERROR_MAP:
+        if isinstance(exc, cls):
+            return code
+    return E.UNKNOWN_SERVER_ERROR
+
+
+def _error_map() -> list[tuple[type[BaseException], int]]:
+    pairs: list[tuple[str, int]] = [
+        ("UnknownTopic", E.UNKNOWN_TOPIC_OR_PARTITION),
+        ("UnknownPartition", E.UNKNOWN_TOPIC_OR_PARTITION),
+        ("OffsetOutOfRange", E.OFFSET_OUT_OF_RANGE),
+        ("CorruptBatch", E.CORRUPT_MESSAGE),
+        ("RecordTooLarge", E.MESSAGE_TOO_LARGE),
+        ("MessageTooLarge", E.MESSAGE_TOO_LARGE),
+        ("OutOfOrderSequence", E.OUT_OF_ORDER_SEQUENCE_NUMBER),
+        ("ProducerFenced", E.INVALID_PRODUCER_EPOCH),
+        ("InvalidProducerEpoch", E.INVALID_PRODUCER_EPOCH),
+        ("UnknownProducerId", E.UNKNOWN_PRODUCER_ID),
+        ("InvalidBatch", E.INVALID_RECORD),
+        ("TopicExists", E.TOPIC_ALREADY_EXISTS),
+        ("InvalidPartitionCount", E.INVALID_PARTITIONS),
+        ("InvalidName", E.INVALID_TOPIC_EXCEPTION),
+        ("StorageError", E.KAFKA_STORAGE_ERROR),
+        ("BrokerUnavailable", E.NOT_LEADER_OR_FOLLOWER),
+        ("InvalidRequest", E.INVALID_REQUEST),
+    ]
+    return [(getattr(errors, name), code) for name, code in pairs if hasattr(errors, name)]
+
+
+_ERROR_MAP = _error_map()
+
+
+def _message(failure: Failure) -> str:
+    return str(failure.value) or type(failure.value).__name__
+
+
+# -- ApiVersions (18) ------------------------------------------------------------
+
+
+@handler(18)
+def api_versions(ctx: RequestContext, version: int, body: Body) -> Body:
+    if version >= 3:
+        name = body.get("client_software_name") or ""
+        ver = body.get("client_software_version") or ""
+        ctx.connection.software = (name, ver)
+    return {
+        "error_code": 0,
+        "api_keys": [
+            {"api_key": key, "min_version": lo, "max_version": hi}
+            for key, lo, hi in ctx.factory.advertised_versions()
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+# -- Metadata (3) ----------------------------------------------------------------
+
+
+def advertised_address(ctx: RequestContext) -> tuple[str, int]:
+    """The host:port clients must reconnect to: configured, else the one they reached."""
+    config = ctx.factory.config
+    host = getattr(config, "advertised_host", None)
+    port = getattr(config, "advertised_port", None)
+    local = ctx.connection.transport.getHost()
+    if not host:
+        host = getattr(local, "host", "127.0.0.1")
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+    if not port:
+        port = getattr(local, "port", 9092)
+    return str(host), int(port)
+
+
+def _partition_metadata(index: int) -> Body:
+    return {
+        "error_code": 0,
+        "partition_index": index,
+        "leader_id": 0,
+        "leader_epoch": 0,
+        "replica_nodes": [0],
+        "isr_nodes": [0],
+        "offline_replicas": [],
+    }
+
+
+def _topic_metadata(name: str, partitions: int) -> Body:
+    return {
+        "error_code": 0,
+        "name": name,
+        "is_internal": False,
+        "partitions": [_partition_metadata(i) for i in range(partitions)],
+    }
+
+
+@handler(3)
+def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+    requested = body.get("topics")
+    names: list[str] | None
+    if requested is None or (version == 0 and not requested):
+        names = None
+    else:
+        names = [t["name"] for t in requested]
+    allow_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
+    host, port = advertised_address(ctx)
+
+    async def answer() -> Body:
+        counts = broker.partition_counts()
+        topics: list[Body] = []
+        for name in sorted(counts) if names is None else names:
+            count = counts.get(name)
+            if count is None and allow_create and broker.auto_create_enabled:
+                try:
+                    await broker.ensure_topic(name)
+                    count = broker.partition_counts().get(name)
+                except Exception as exc:
+                    topics.append({"error_code": error_code(exc), "name": name, "partitions": []})
+                    continue
+            if count is None:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+                if not _valid_topic_name(name):
+                    code = E.INVALID_TOPIC_EXCEPTION
+                topics.append({"error_code": code, "name": name, "partitions": []})
+            else:
+                topics.append(_topic_metadata(name, count))
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": 0, "host": host, "port": port, "rack": None}],
+            "cluster_id": broker.cluster_id,
+            "controller_id": 0,
+            "topics": topics,
+        }
+
+    return defer.ensureDeferred(answer())
+
+
+def _valid_topic_name(name: str) -> bool:
+    from rustka.names import validate_topic
+
+    try:
+        validate_topic(name)
+    except errors.RustkaError:
+        return False
+    return True
+
+
+# -- Produce (0) -----------------------------------------------------------------
+
+
+@handler(0)
+def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None] | None:
+    broker = ctx.broker
+    acks = body["acks"]
+    transactional = body.get("transactional_id") is not None
+    jobs: list[defer.Deferred[Body]] = []
+    topics_out: list[Body] = []
+    for topic in body["topic_data"]:
+        name = topic["name"]
+        parts_out: list[Body] = []
+        topics_out.append({"name": name, "partition_responses": parts_out})
+        for part in topic["partition_data"]:
+            index = part["index"]
+            records = part["records"]
+            if acks not in (0, 1, -1):
+                parts_out.append(_produce_error(index, E.INVALID_REQUIRED_ACKS, "acks"))
+                continue
+            if transactional:
+                parts_out.append(
+                    _produce_error(
+                        index,
+                        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "transactions are not supported by rustka",
+                    )
+                )
+                continue
+            if records is None or len(records) == 0:
+                parts_out.append(_produce_error(index, E.INVALID_RECORD, "no records"))
+                continue
+            d = broker.append(name, index, records, auto_create=True)
+            d.addCallbacks(_produced, _produce_failed, callbackArgs=(index,), errbackArgs=(index,))
+            jobs.append(d)
+            parts_out.append({"index": index})  # replaced when the append finishes
+    if not jobs:
+        return None if acks == 0 else defer.succeed(_produce_body(topics_out))
+
+    # Each partition's result is written back into its place in topics_out.
+    places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
+
+    def gathered(results: list[Body]) -> Body | None:
+        for place, result in zip(places, results, strict=True):
+            place.clear()
+            place.update(result)
+        return None if acks == 0 else _produce_body(topics_out)
+
+    return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
+
+
+def _produce_body(topics: list[Body]) -> Body:
+    return {"responses": topics, "throttle_time_ms": 0}
+
+
+def _produce_error(index: int, code: int, message: str | None = None) -> Body:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def _produced(result: Any, index: int) -> Body:
+    return {
+        "index": index,
+        "error_code": 0,
+        "base_offset": result.base_offset,
+        "log_append_time_ms": -1,
+        "log_start_offset": result.log_start_offset,
+        "record_errors": [],
+        "error_message": None,
+    }
+
+
+def _produce_failed(failure: Failure, index: int) -> Body:
+    code = error_code(failure)
+    if code == E.UNKNOWN_SERVER_ERROR:
+        from twisted.logger import Logger
+
+        Logger(namespace="rustka.kafka").failure("Kafka produce failed", failure)
+    return _produce_error(index, code, _message(failure))
+
+
+# -- InitProducerId (22) ---------------------------------------------------------
+
+
+@handler(22)
+def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body:
+    if body.get("transactional_id") is not None:
+        # No transactions here: a transactional producer must fail clearly, not hang.
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "producer_id": ctx.broker.new_producer_id(),
+        "producer_epoch": 0,
+    }
+
+
+# -- Fetch (1) -------------------------------------------------------------------
+
+
+@handler(1)
+def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+    config = ctx.factory.config
+    max_wait_s = min(body.get("max_wait_ms", 0), config.fetch_max_wait_ms) / 1000
+    min_bytes = body.get("min_bytes", 1)
+    max_bytes = min(body.get("max_bytes", 0x7FFFFFFF), config.fetch_max_bytes)
+    wanted = [
+        (t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+        for t in body["topics"]
+        for p in t["partitions"]
+    ]
+
+    async def answer() -> Body:
+        results = await _read_all(broker, wanted, max_bytes)
+        total = sum(r[1] for r in results)
+        if total < min_bytes and max_wait_s > 0 and not any(r[0]["error_code"] for r in results):
+            positions = [(t, p, off) for t, p, off, _ in wanted]
+            await broker.wait_for_data(positions, max_wait_s)
+            results = await _read_all(broker, wanted, max_bytes)
+        by_topic: dict[str, list[Body]] = {}
+        order: list[str] = []
+        for (topic, _p, _o, _m), (part, _size) in zip(wanted, results, strict=True):
+            if topic not in by_topic:
+                by_topic[topic] = []
+                order.append(topic)
+            by_topic[topic].append(part)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [{"topic": t, "partitions": by_topic[t]} for t in order],
+        }
+
+    return defer.ensureDeferred(answer())
+
+
+async def _read_all(
+    broker: Any, wanted: list[tuple[str, int, int, int]], max_bytes: int
+) -> list[tuple[Body, int]]:
+    """Read each partition in request order within the response's byte budget.
+
+    As Kafka does, the first batch of the first partition with data is returned
+    whole even when it is larger than the limits, so a consumer always progresses.
+    """
+    out: list[tuple[Body, int]] = []
+    left = max_bytes
+    progressed = False
+    for topic, partition, offset, part_max in wanted:
+        limit = min(part_max, left)
+        try:
+            if limit <= 0 and progressed:
+                hw = broker.offsets_of(topic, partition)
+                out.append((_fetch_partition(partition, 0, hw[1], hw[0], []), 0))
+                continue
+            result = await broker.read(
+                topic, partition, offset, max(limit, 1), whole_first=not progressed
+            )
+        except Exception as exc:
+            code = error_code(exc)
+            hw, start = -1, -1
+            with contextlib.suppress(Exception):
+                start, hw = broker.offsets_of(topic, partition)
+            out.append((_fetch_partition(partition, code, hw, start, []), 0))
+            continue
+        size = sum(len(c) for c in result.chunks)
+        if size:
+            progressed = True
+            left -= size
+        out.append(
+            (
+                _fetch_partition(
+                    partition, 0, result.high_watermark, result.log_start_offset, result.chunks
+                ),
+                size,
+            )
+        )
+    return out
+
+
+def _fetch_partition(
+    index: int, code: int, high_watermark: int, log_start: int, chunks: list[Any]
+) -> Body:
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": high_watermark,
+        # No transactions: the last stable offset is the high watermark.
+        "last_stable_offset": high_watermark,
+        "log_start_offset": log_start,
+        "aborted_transactions": [],
+        "preferred_read_replica": -1,
+        "records": chunks,
+    }
+
+
+# -- ListOffsets (2) -------------------------------------------------------------
+
+
+@handler(2)
+def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+
+    async def answer() -> Body:
+        topics: list[Body] = []
+        for topic in body["topics"]:
+            parts: list[Body] = []
+            for part in topic["partitions"]:
+                index = part["partition_index"]
+                try:
+                    offset, timestamp = await broker.list_offset(
+                        topic["name"], index, part["timestamp"]
+                    )
+                    parts.append(
+                        {
+                            "partition_index": index,
+                            "error_code": 0,
+                            "timestamp": timestamp,
+                            "offset": offset,
+                            "leader_epoch": 0,
+                        }
+                    )
+                except Exception as exc:
+                    parts.append(
+                        {
+                            "partition_index": index,
+                            "error_code": error_code(exc),
+                            "timestamp": _NONE,
+                            "offset": _NONE,
+                            "leader_epoch": -1,
+                        }
+                    )
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    return defer.ensureDeferred(answer())
+
+
+# -- CreateTopics (19), DeleteTopics (20), DescribeConfigs (32) ------------------
+
+
+#: Topic configs rustka reports, from the broker-wide settings (docs/kafka.md).
+def topic_configs(config: Any) -> dict[str, str]:
+    log = config.log_config() if hasattr(config, "log_config") else None
+    retention_ms = getattr(log, "retention_ms", None) if log else config.retention_ms
+    retention_bytes = getattr(log, "retention_bytes", None) if log else config.retention_bytes
+    segment_bytes = getattr(log, "segment_bytes", None) if log else config.segment_bytes
+    return {
+        "cleanup.policy": "delete",
+        "retention.ms": str(-1 if retention_ms is None else retention_ms),
+        "retention.bytes": str(-1 if retention_bytes is None else retention_bytes),
+        "segment.bytes": str(segment_bytes),
+    }
+
+
+@handler(19)
+def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+    validate_only = body.get("validate_only", False)
+    current = topic_configs(ctx.factory.config)
+
+    async def one(topic: Body) -> Body:
+        name = topic["name"]
+        count = topic.get("num_partitions", -1)
+        replication = topic.get("replication_factor", -1)
+        if count == -1:
+            count = ctx.factory.config.default_partitions
+        if replication not in (-1, 1):
+            return _created(
+                name,
+                E.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication}: this broker is a single node",
+            )
+        if topic.get("assignments"):
+            return _created(name, E.INVALID_REQUEST, "manual replica assignment is not supported")
+        for entry in topic.get("configs") or []:
+            key, value = entry["name"], entry["value"]
+            if key not in current:
+                return _created(name, E.INVALID_CONFIG, f"unknown or unsupported config {key}")
+            if value != current[key]:
+                return _created(
+                    name,
+                    E.INVALID_CONFIG,
+                    f"{key}={value}: per-topic overrides are not supported; "
+                    f"the broker-wide value is {current[key]}",
+                )
+        try:
+            if validate_only:
+                broker.validate_new_topic(name, count)
+            else:
+                await broker.create_topic(name, count)
+        except Exception as exc:
+            return _created(name, error_code(exc), str(exc))
+        return _created(name, 0, None)
+
+    async def answer() -> Body:
+        results = [await one(t) for t in body["topics"]]
+        return {"throttle_time_ms": 0, "topics": results}
+
+    return defer.ensureDeferred(answer())
+
+
+def _created(name: str, code: int, message: str | None) -> Body:
+    return {"name": name, "error_code": code, "error_message": message}
+
+
+@handler(20)
+def delete_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+
+    async def answer() -> Body:
+        out: list[Body] = []
+        for name in body["topic_names"]:
+            try:
+                await broker.delete_topic(name)
+                out.append({"name": name, "error_code": 0})
+            except Exception as exc:
+                out.append({"name": name, "error_code": error_code(exc)})
+        return {"throttle_time_ms": 0, "responses": out}
+
+    return defer.ensureDeferred(answer())
+
+
+@handler(32)
+def describe_configs(ctx: RequestContext, version: int, body: Body) -> Body:
+    broker = ctx.broker
+    configs = topic_configs(ctx.factory.config)
+    counts = broker.partition_counts()
+    results: list[Body] = []
+    for res in body["resources"]:
+        rtype, rname = res["resource_type"], res["resource_name"]
+        keys = res.get("configuration_keys")
+        if rtype == _TOPIC_RESOURCE and rname not in counts:
+            results.append(
+                _config_result(
+                    rtype, rname, E.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {rname}", []
+                )
+            )
+            continue
+        if rtype not in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
+            results.append(
+                _config_result(
+                    rtype, rname, E.INVALID_REQUEST, f"resource type {rtype} is not supported", []
+                )
+            )
+            continue
+        entries = [
+            {
+                "name": key,
+                "value": value,
+                "read_only": rtype == _BROKER_RESOURCE,
+                "is_default": key == "cleanup.policy",
+                "config_source": _SOURCE_DEFAULT
+                if key == "cleanup.policy"
+                else _SOURCE_STATIC_BROKER,
+                "is_sensitive": False,
+                "synonyms": [],
+            }
+            for key, value in configs.items()
+            if keys is None or key in keys
+        ]
+        results.append(_config_result(rtype, rname, 0, None, entries))
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _config_result(
+    rtype: int, rname: str, code: int, message: str | None, configs: list[Body]
+) -> Body:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": rtype,
+        "resource_name": rname,
+        "configs": configs,
+    }

@@ -1,0 +1,396 @@
+"""The Kafka front-end's connection: framing, request order and per-connection limits.
+
+Kafka answers the requests of one connection in the order they arrived, and its
+broker processes one request of a connection at a time (it "mutes" the channel).
+rustka does the same with one relaxation that keeps producers fast: consecutive
+Produce requests may run together, so the batches of a pipelining producer share
+one group commit. Anything else waits for what is in flight, so a Fetch sent
+after a Produce on the same connection sees its records (docs/kafka.md, "Order").
+
+Requests are decoded with the declarations of `rustka.kafka.messages` and handed
+to the handler registered for their API key (`rustka.kafka.handlers` and
+`rustka.kafka.group_handlers`), which calls only the broker core. A request that
+cannot be parsed closes the connection, as Kafka does: the rest of the stream
+can no longer be trusted.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet import defer, interfaces
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.protocols.policies import TimeoutMixin
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from rustka.broker.core import Broker
+from rustka.config import Config
+from rustka.framing import LinearInt32StringReceiver
+from rustka.kafka import messages
+from rustka.kafka.handlers import HANDLERS, Handler, RequestContext
+from rustka.kafka.schema import KafkaCodecError, RequestHeader
+
+_LENGTH = struct.Struct("!I")
+_PRODUCE = 0
+_API_VERSIONS = 18
+# Bytes buffered behind a request in flight before the connection stops being read.
+_READ_AHEAD = 1 << 20
+# How many Produce requests of one connection may be in flight together.
+_MAX_PIPELINED_PRODUCES = 16
+
+#: Bucket bounds (seconds) of the per-API latency histograms.
+LATENCY_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+@dataclass
+class ApiStats:
+    """Counters of one Kafka API, read by the metrics endpoint at scrape time."""
+
+    requests: int = 0
+    errors: dict[int, int] = field(default_factory=dict)
+    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    seconds_sum: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.seconds_sum += seconds
+        for i, bound in enumerate(LATENCY_BUCKETS):
+            if seconds <= bound:
+                self.bucket_counts[i] += 1
+                return
+        self.bucket_counts[-1] += 1
+
+
+def _error_codes(body: Any, out: dict[int, int]) -> None:
+    """Count every non-zero ``error_code`` in a response body, however deeply nested."""
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if key == "error_code":
+                if value:
+                    out[value] = out.get(value, 0) + 1
+            elif isinstance(value, dict | list):
+                _error_codes(value, out)
+    elif isinstance(body, list):
+        for item in body:
+            if isinstance(item, dict | list):
+                _error_codes(item, out)
+
+
+@implementer(interfaces.IPushProducer)
+class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
+    """One Kafka client connection; see the module docstring."""
+
+    log = Logger()
+    factory: KafkaFactory
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Each slot: [header, done, response parts or None (no answer), start time].
+        self._slots: deque[list[Any]] = deque()
+        self._closed = False
+        self._paused_by_client = False
+        self._reading_paused = False
+        self._closing = False
+        self.client_id: str | None = None
+        self.software: tuple[str, str] | None = None
+        self.requests = 0
+        self.connected_at = time.time()
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def connectionMade(self) -> None:
+        config = self.factory.config
+        self.MAX_LENGTH = config.max_frame_bytes
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            set_no_delay(True)
+        self.transport.registerProducer(self, True)
+        self.setTimeout(config.idle_timeout_ms / 1000)
+        self.factory.connection_opened(self)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self._closed = True
+        self.setTimeout(None)
+        self._slots.clear()
+        self.factory.connection_closed(self)
+
+    def timeoutConnection(self) -> None:
+        if self._slots:
+            self.resetTimeout()
+            return
+        self.log.info("dropping idle Kafka connection from {peer}", peer=self.peer)
+        self.transport.abortConnection()
+
+    @property
+    def peer(self) -> str:
+        peer = self.transport.getPeer()
+        host = getattr(peer, "host", None)
+        return f"{host}:{peer.port}" if host is not None else str(peer)
+
+    # -- receiving ----------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        self.resetTimeout()
+        super().dataReceived(data)
+        if self._slots and not self._reading_paused and len(self._buffer) > _READ_AHEAD:
+            # Requests wait behind the one in flight: stop reading until it is answered,
+            # so a pipelining client cannot make the broker buffer without bound.
+            self._reading_paused = True
+            self.transport.pauseProducing()
+
+    def framing_paused(self) -> bool:
+        """Hold buffered frames while the request in flight must finish first."""
+        if self._closed or self.transport.disconnecting:
+            return True
+        if not self._slots:
+            return False
+        if len(self._slots) >= _MAX_PIPELINED_PRODUCES:
+            return True
+        # Only a Produce may join in-flight Produces; peek at the next frame's key.
+        buf = self._buffer
+        if len(buf) < 6:
+            return False
+        next_key = (buf[4] << 8) | buf[5]
+        return next_key != _PRODUCE or any(s[0].api_key != _PRODUCE for s in self._slots)
+
+    def lengthLimitExceeded(self, length: int) -> None:
+        self.log.warn(
+            "closing Kafka connection from {peer}: frame of {length} bytes exceeds {limit}",
+            peer=self.peer,
+            length=length,
+            limit=self.MAX_LENGTH,
+        )
+        self.discard_buffer()
+        self._close_after_answers()
+
+    def stringReceived(self, frame: bytes) -> None:
+        self.requests += 1
+        try:
+            header, pos = messages.decode_request_header(frame)
+        except KafkaCodecError as e:
+            self._bad_request(f"unreadable request header: {e}")
+            return
+        self.client_id = header.client_id
+        spec = self.factory.handlers.get(header.api_key)
+        api = messages.APIS.get(header.api_key)
+        if spec is None or api is None:
+            self._bad_request(f"unsupported API key {header.api_key}")
+            return
+        if not api.min_version <= header.api_version <= api.max_version:
+            if header.api_key == _API_VERSIONS:
+                # Kafka's answer: a v0-layout table with UNSUPPORTED_VERSION, so the
+                # client can retry with a version it finds there.
+                slot = [
+                    header,
+                    True,
+                    [messages.api_versions_error_response(header.correlation_id)],
+                    time.perf_counter(),
+                ]
+                self._slots.append(slot)
+                self._count(header, slot[3], {"error_code": 35})
+                self._flush()
+                return
+            self._bad_request(
+                f"unsupported version {header.api_version} of API key {header.api_key}"
+            )
+            return
+        try:
+            body = messages.decode_request(header.api_key, header.api_version, frame, pos)
+        except KafkaCodecError as e:
+            self._bad_request(f"malformed {api.name} v{header.api_version}: {e}")
+            return
+        slot: list[Any] = [header, False, None, time.perf_counter()]
+        self._slots.append(slot)
+        ctx = RequestContext(self.factory, self, header)
+        try:
+            result = spec(ctx, header.api_version, body)
+        except Exception:
+            self.log.failure("Kafka {api} handler failed", api=api.name)
+            self._slots.remove(slot)
+            self._bad_request(f"internal error in {api.name}")
+            return
+        if isinstance(result, defer.Deferred):
+            result.addCallbacks(self._answered, self._handler_failed, (slot,), None, (slot,))
+        else:
+            self._answered(result, slot)
+
+    def _handler_failed(self, failure: Failure, slot: list[Any]) -> None:
+        header: RequestHeader = slot[0]
+        self.log.failure(
+            "Kafka {api} handler failed", failure, api=messages.APIS[header.api_key].name
+        )
+        slot[1] = True
+        slot[2] = None
+        self._close_after_answers()
+
+    def _answered(self, body: dict[str, Any] | None, slot: list[Any]) -> None:
+        header: RequestHeader = slot[0]
+        if self._closed:
+            return
+        slot[1] = True
+        if body is not None:
+            slot[2] = messages.encode_response_parts(
+                header.api_key, header.api_version, header.correlation_id, body
+            )
+        self._count(header, slot[3], body)
+        self._flush()
+
+    def _count(self, header: RequestHeader, started: float, body: Any) -> None:
+        stats = self.factory.api_stats(header.api_key)
+        stats.requests += 1
+        stats.observe(time.perf_counter() - started)
+        if body:
+            _error_codes(body, stats.errors)
+
+    def _flush(self) -> None:
+        slots = self._slots
+        out: list[Any] = []
+        while slots and slots[0][1]:
+            parts = slots.popleft()[2]
+            if parts is not None:
+                out.append(_LENGTH.pack(sum(len(x) for x in parts)))
+                out.extend(parts)
+        if out:
+            self.transport.writeSequence(out)
+        if not slots:
+            if self._closing:
+                self.transport.loseConnection()
+                return
+            if self._reading_paused and not self._paused_by_client:
+                self._reading_paused = False
+                self.transport.resumeProducing()
+            if self._buffer:
+                self.deframe()
+
+    def _bad_request(self, why: str) -> None:
+        self.log.info("closing Kafka connection from {peer}: {why}", peer=self.peer, why=why)
+        self.factory.bad_requests += 1
+        self.discard_buffer()
+        self._close_after_answers()
+
+    def _close_after_answers(self) -> None:
+        self._closing = True
+        self.transport.pauseProducing()
+        if not self._slots:
+            self.transport.loseConnection()
+
+    # -- IPushProducer: the client stops reading, we stop serving it --------------
+
+    def pauseProducing(self) -> None:
+        self._paused_by_client = True
+        self.transport.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        self._paused_by_client = False
+        if not self._closed and not self._closing:
+            self._reading_paused = False
+            self.transport.resumeProducing()
+
+    def stopProducing(self) -> None:
+        self._closed = True
+
+    def finish_and_close(self) -> defer.Deferred[None]:
+        """Graceful shutdown: answer what is in flight, then hang up."""
+        d: defer.Deferred[None] = defer.Deferred()
+        self.factory.closing.setdefault(self, []).append(d)
+        self._close_after_answers()
+        return d
+
+
+class KafkaFactory(Factory):
+    """Builds Kafka connections over one broker core and keeps their statistics."""
+
+    log = Logger()
+    protocol = KafkaProtocol
+
+    def __init__(
+        self,
+        broker: Broker,
+        config: Config,
+        reactor: Any = None,
+        handlers: dict[int, Handler] | None = None,
+    ) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self.broker = broker
+        self.config = config
+        self.reactor = reactor
+        self.handlers: dict[int, Handler] = dict(HANDLERS if handlers is None else handlers)
+        self.connections: set[KafkaProtocol] = set()
+        self.closing: dict[KafkaProtocol, list[defer.Deferred[None]]] = {}
+        self.stats: dict[int, ApiStats] = {}
+        self.refused = 0
+        self.bad_requests = 0
+        self._producer_ids = 0
+
+    def api_stats(self, api_key: int) -> ApiStats:
+        stats = self.stats.get(api_key)
+        if stats is None:
+            stats = self.stats[api_key] = ApiStats()
+        return stats
+
+    def advertised_versions(self) -> list[tuple[int, int, int]]:
+        """(key, min, max) of every API this front-end implements: never more (docs/kafka.md)."""
+        return [
+            (key, messages.APIS[key].min_version, messages.APIS[key].max_version)
+            for key in sorted(self.handlers)
+            if key in messages.APIS
+        ]
+
+    def buildProtocol(self, addr: Any) -> KafkaProtocol | None:  # type: ignore[override]
+        if len(self.connections) >= self.config.max_connections:
+            self.refused += 1
+            return None
+        return super().buildProtocol(addr)  # type: ignore[return-value]
+
+    def connection_opened(self, proto: KafkaProtocol) -> None:
+        self.connections.add(proto)
+
+    def connection_closed(self, proto: KafkaProtocol) -> None:
+        self.connections.discard(proto)
+        for d in self.closing.pop(proto, []):
+            d.callback(None)
+
+    def close_all(self, timeout: float) -> defer.Deferred[None]:
+        """Answer what each connection already sent, then hang up; abort after ``timeout``."""
+        closing = [proto.finish_and_close() for proto in list(self.connections)]
+        if not closing:
+            return defer.succeed(None)
+        done = defer.gatherResults(closing)
+
+        def abort_stragglers() -> None:
+            for proto in list(self.connections):
+                proto.transport.abortConnection()
+
+        timer = self.reactor.callLater(timeout, abort_stragglers)
+
+        def finished(_: object) -> None:
+            if timer.active():
+                timer.cancel()
+
+        done.addBoth(finished)
+        return done  # type: ignore[return-value]
