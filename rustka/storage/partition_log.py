@@ -446,12 +446,6 @@ class PartitionLog:
         retention_bytes = config.retention_bytes
         candidates = self._segments[:-1]
         active = self._segments[-1]
-        if (
-            retention_ms is not None
-            and active.size > 0
-            and self._segment_time(active) < now_ms - retention_ms
-        ):
-            self.roll()
         total = self._view.size_bytes
         count = 0
         for seg in candidates:
@@ -461,7 +455,16 @@ class PartitionLog:
                 break
             total -= seg.size
             count += 1
-        return self._delete_oldest(count)
+        deleted = self._delete_oldest(count)
+        # Roll only after deleting: a roll writes files, and on a full disk it would
+        # fail before anything was freed, every pass (docs/reliability.md, "Full disk").
+        if (
+            retention_ms is not None
+            and active.size > 0
+            and self._segment_time(active) < now_ms - retention_ms
+        ):
+            self.roll()
+        return deleted
 
     def delete_before(self, offset: int) -> list[int]:
         """Delete the oldest non-active segments whose offsets all lie below ``offset``."""
