@@ -44,12 +44,14 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch
+from rustka.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_name, decompress
 
 __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAGIC",
     "BatchHeader",
+    "CorruptMessage",
     "Record",
     "crc_ok",
     "decode_records",
@@ -483,58 +485,399 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 
 # --------------------------------------------------------------------------- validation
 
+# Attribute bits a client may not set (docs/kafka.md, "Produce validation"):
+# transactions are not offered, control batches and the delete horizon are written
+# only by a broker, and the log-append-time type is the broker's to stamp.
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_DELETE_HORIZON_BIT = 0x40
+_MAX_CODEC = 4
+_UINT32_LIMIT = 1 << 32
+_UINT64_LIMIT = 1 << 64
+# A record needs attributes, timestampDelta, offsetDelta, key and value lengths and a
+# header count: six bytes at least.
+_MIN_RECORD_BODY = 6
+# Runs shorter than this are cheaper to parse one record at a time.
+_MIN_RUN = 4
 
-def validate_batches(buf: Buffer) -> list[tuple[int, BatchHeader]]:
-    """Vet a client-supplied produce payload before any of it reaches the log.
+
+class CorruptMessage(InvalidBatch):
+    """A client batch whose CRC-32C does not match its bytes.
+
+    Distinct from other malformed input because Kafka answers it with
+    CORRUPT_MESSAGE rather than INVALID_RECORD (docs/kafka.md, error mapping). It
+    is deliberately *not* a CorruptBatch: that error means the broker's own stored
+    bytes are damaged and is counted and logged as storage corruption, while this
+    one is the client's fault and leaves the log untouched.
+    """
+
+
+class _Bad(Exception):
+    """A malformed record field; the caller adds which batch and record it was."""
+
+
+def validate_batches(
+    buf: Buffer, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> list[tuple[int, BatchHeader]]:
+    """Vet a client-supplied produce payload record by record before any of it is stored.
 
     All-or-nothing: one bad batch rejects the whole payload so that a partial
-    write can never happen. Work is per batch (header parse + one CRC).
+    write can never happen, and nothing stored can later fail to decode for a
+    reader. Checks, in the order Kafka's log validator applies them: magic 2,
+    length against the payload, CRC-32C (CorruptMessage), attributes, record
+    count = lastOffsetDelta + 1 >= 1, producer sequence, then every record: its
+    length varint matches its bytes, offset deltas are exactly 0..n-1, key,
+    value and header lengths are -1 (where null is allowed) or fit, no varint is
+    overlong, header keys are non-null UTF-8, timestamps fit in int64, and the
+    records end exactly at the batch end. For CreateTime batches maxTimestamp
+    must equal the largest record timestamp, since the time index and retention
+    trust it and the batch is stored as sent (Kafka rewrites it instead; see
+    docs/kafka.md). Compressed batches are decompressed, within
+    ``max_decompressed_bytes``, to be checked, and stored compressed.
+
+    Runs of records with the same layout are checked with strided slices, which
+    keeps a batch of many similar records close to C speed; any record that
+    breaks the layout is parsed one field at a time. InvalidBatch names the
+    batch, the record and the byte position.
     """
     total = len(buf)
     if total == 0:
         raise InvalidBatch("empty payload: at least one record batch is required")
+    data = buf if type(buf) is bytes else bytes(buf)
     result: list[tuple[int, BatchHeader]] = []
     pos = 0
-    view = memoryview(buf)
-    try:
-        while pos < total:
-            index = len(result)
-            where = f"batch {index} at position {pos}"
-            if total - pos < HEADER_SIZE:
-                if index:
-                    raise InvalidBatch(
-                        f"{total - pos} trailing bytes after {index} batches at position {pos}"
-                    )
+    while pos < total:
+        index = len(result)
+        where = f"batch {index} at position {pos}"
+        if total - pos < HEADER_SIZE:
+            if index:
                 raise InvalidBatch(
-                    f"{where}: payload of {total - pos} bytes is shorter than the "
-                    f"{HEADER_SIZE}-byte batch header"
+                    f"{total - pos} trailing bytes after {index} batches at position {pos}"
                 )
+            raise InvalidBatch(
+                f"{where}: payload of {total - pos} bytes is shorter than the "
+                f"{HEADER_SIZE}-byte batch header"
+            )
+        try:
+            header = parse_header(data, pos)
+        except InvalidBatch as exc:
+            raise InvalidBatch(f"{where}: {_strip_position(exc)}") from None
+        end = pos + header.size
+        if end > total:
+            raise InvalidBatch(
+                f"{where}: batch length {header.batch_length} runs {end - total} bytes "
+                f"past the end of the payload"
+            )
+        if crc32c(memoryview(data)[pos + _ATTRIBUTES_POS : end]) != header.crc:
+            raise CorruptMessage(f"{where}: CRC-32C mismatch")
+        _check_header(header, where)
+        codec = header.attributes & _COMPRESSION_MASK
+        if codec:
             try:
-                header = parse_header(view, pos)
+                records = decompress(codec, data[pos + HEADER_SIZE : end], max_decompressed_bytes)
             except InvalidBatch as exc:
-                raise InvalidBatch(f"{where}: {_strip_position(exc)}") from None
-            end = pos + header.size
-            if end > total:
-                raise InvalidBatch(
-                    f"{where}: batch length {header.batch_length} runs {end - total} bytes "
-                    f"past the end of the payload"
-                )
-            if header.attributes & _COMPRESSION_MASK:
-                raise InvalidBatch(f"{where}: compressed batches are not supported")
-            if header.record_count < 1:
-                raise InvalidBatch(f"{where}: record count {header.record_count} is below 1")
-            if header.record_count != header.last_offset_delta + 1:
-                raise InvalidBatch(
-                    f"{where}: record count {header.record_count} does not match "
-                    f"last offset delta {header.last_offset_delta} + 1"
-                )
-            if crc32c(view[pos + _ATTRIBUTES_POS : end]) != header.crc:
-                raise InvalidBatch(f"{where}: CRC-32C mismatch")
-            result.append((pos, header))
-            pos = end
-    finally:
-        view.release()
+                raise InvalidBatch(f"{where}: {exc}") from None
+            low, high = _check_records(records, 0, len(records), header.record_count, where)
+        else:
+            low, high = _check_records(data, pos + HEADER_SIZE, end, header.record_count, where)
+        base_ts = header.base_timestamp
+        if not (base_ts + low >= _INT64_MIN and base_ts + high <= _INT64_MAX):
+            raise InvalidBatch(
+                f"{where}: record timestamps {base_ts}{low:+d}..{base_ts}{high:+d} "
+                f"do not fit in int64"
+            )
+        if header.max_timestamp != base_ts + high:
+            raise InvalidBatch(
+                f"{where}: maxTimestamp {header.max_timestamp} is not the largest record "
+                f"timestamp {base_ts + high}"
+            )
+        result.append((pos, header))
+        pos = end
     return result
+
+
+def _check_header(header: BatchHeader, where: str) -> None:
+    """The header checks Kafka applies to a client batch before looking at records."""
+    attributes = header.attributes
+    if attributes & _TRANSACTIONAL_BIT:
+        raise InvalidBatch(f"{where}: transactional batches are not supported (no transactions)")
+    if attributes & _CONTROL_BIT:
+        raise InvalidBatch(f"{where}: clients may not write control batches")
+    if attributes & _DELETE_HORIZON_BIT:
+        raise InvalidBatch(f"{where}: the delete-horizon flag is set only by a broker")
+    if attributes & _TIMESTAMP_TYPE_BIT:
+        raise InvalidBatch(
+            f"{where}: timestamp type LogAppendTime is set only by a broker; "
+            f"clients send CreateTime"
+        )
+    if attributes & _COMPRESSION_MASK > _MAX_CODEC:
+        raise InvalidBatch(f"{where}: unknown compression codec {attributes & _COMPRESSION_MASK}")
+    if header.record_count < 1:
+        raise InvalidBatch(f"{where}: record count {header.record_count} is below 1")
+    if header.record_count != header.last_offset_delta + 1:
+        raise InvalidBatch(
+            f"{where}: record count {header.record_count} does not match "
+            f"last offset delta {header.last_offset_delta} + 1"
+        )
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidBatch(
+            f"{where}: producer id {header.producer_id} with invalid sequence "
+            f"{header.base_sequence}"
+        )
+
+
+def _check_records(data: bytes, i: int, end: int, count: int, where: str) -> tuple[int, int]:
+    """Check ``count`` records filling ``data[i:end]``; returns (min, max) timestamp delta."""
+    records_start = i
+    index = 0
+    low = _INT64_MAX
+    high = _INT64_MIN
+    try:
+        while index < count:
+            at = i
+            i, ts_delta, layout = _parse_record(data, i, end, index)
+            if ts_delta < low:
+                low = ts_delta
+            if ts_delta > high:
+                high = ts_delta
+            index += 1
+            if layout is None or count - index < _MIN_RUN:
+                continue
+            n, run_low, run_high = _run(data, i, end, layout, index, count)
+            if n:
+                i += n * layout[0]
+                index += n
+                if run_low < low:
+                    low = run_low
+                if run_high > high:
+                    high = run_high
+    except _Bad as exc:
+        raise InvalidBatch(
+            f"{where}: record {index} (byte {at - records_start} of the records): {exc}"
+        ) from None
+    if i != end:
+        raise InvalidBatch(
+            f"{where}: {end - i} bytes left over after {count} records "
+            f"(byte {i - records_start} of the records)"
+        )
+    return low, high
+
+
+def _varint(data: bytes, i: int, end: int, max_bytes: int, limit: int) -> tuple[int, int]:
+    """A zig-zag varint of at most ``max_bytes`` bytes whose raw value stays below ``limit``."""
+    result = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if i >= end:
+            raise _Bad("a varint runs past the end of the record")
+        b = data[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            if result >= limit:
+                raise _Bad(f"a varint overflows {limit.bit_length() - 1} bits")
+            return (result >> 1) ^ -(result & 1), i
+        shift += 7
+    raise _Bad(f"a varint is longer than {max_bytes} bytes")
+
+
+def _parse_record(
+    data: bytes, i: int, end: int, expected_delta: int
+) -> tuple[int, int, tuple[int, ...] | None]:
+    """Check one record field by field; returns (next position, timestamp delta, layout).
+
+    The layout (record size, then the positions and widths of its varints) lets
+    ``_run`` check the following records in bulk; None when the record has
+    headers, whose layout is not worth matching.
+    """
+    start = i
+    length, i = _varint(data, i, end, 5, _UINT32_LIMIT)
+    if length < _MIN_RECORD_BODY:
+        raise _Bad(f"record length {length} is below the minimum {_MIN_RECORD_BODY}")
+    record_end = i + length
+    if record_end > end:
+        raise _Bad(f"record length {length} runs {record_end - end} bytes past the batch end")
+    length_width = i - start
+    i += 1  # attributes: unused in v2, and Kafka ignores them
+    ts_at = i
+    ts_delta, i = _varint(data, i, record_end, 10, _UINT64_LIMIT)
+    od_at = i
+    offset_delta, i = _varint(data, i, record_end, 5, _UINT32_LIMIT)
+    if offset_delta != expected_delta:
+        raise _Bad(f"offset delta {offset_delta}, expected {expected_delta}")
+    key_at = i
+    klen, i = _varint(data, i, record_end, 5, _UINT32_LIMIT)
+    key_width = i - key_at
+    if klen < -1:
+        raise _Bad(f"key length {klen} is negative")
+    if klen > 0:
+        if klen > record_end - i:
+            raise _Bad(f"key length {klen} runs past the end of the record")
+        i += klen
+    value_at = i
+    vlen, i = _varint(data, i, record_end, 5, _UINT32_LIMIT)
+    value_width = i - value_at
+    if vlen < -1:
+        raise _Bad(f"value length {vlen} is negative")
+    if vlen > 0:
+        if vlen > record_end - i:
+            raise _Bad(f"value length {vlen} runs past the end of the record")
+        i += vlen
+    headers_at = i
+    hcount, i = _varint(data, i, record_end, 5, _UINT32_LIMIT)
+    if hcount < 0:
+        raise _Bad(f"header count {hcount} is negative")
+    # Each header takes at least two bytes (two lengths), which bounds the count.
+    if hcount > (record_end - i) // 2:
+        raise _Bad(f"header count {hcount} cannot fit in the record")
+    for h in range(hcount):
+        hklen, i = _varint(data, i, record_end, 5, _UINT32_LIMIT)
+        if hklen < 0:
+            raise _Bad(f"header {h} key length {hklen}: header keys may not be null")
+        if hklen > record_end - i:
+            raise _Bad(f"header {h} key length {hklen} runs past the end of the record")
+        try:
+            data[i : i + hklen].decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Bad(f"header {h} key is not valid UTF-8") from None
+        i += hklen
+        hvlen, i = _varint(data, i, record_end, 5, _UINT32_LIMIT)
+        if hvlen < -1:
+            raise _Bad(f"header {h} value length {hvlen} is negative")
+        if hvlen > 0:
+            if hvlen > record_end - i:
+                raise _Bad(f"header {h} value length {hvlen} runs past the end of the record")
+            i += hvlen
+    if i != record_end:
+        raise _Bad(
+            f"record length {length} does not match its fields, which end "
+            f"{i - record_end:+d} bytes from there"
+        )
+    if hcount:
+        return i, ts_delta, None
+    layout = (
+        record_end - start,
+        length_width,
+        ts_at - start,
+        od_at - ts_at,
+        od_at - start,
+        key_at - od_at,
+        key_at - start,
+        key_width,
+        value_at - start,
+        value_width,
+        headers_at - start,
+    )
+    return i, ts_delta, layout
+
+
+# A byte's zig-zag value plus 64, for one-byte varints: ranks them so min/max run in C.
+_ZIGZAG_RANK = bytes(((b >> 1) ^ -(b & 1)) + 64 if b < 0x80 else 0 for b in range(256))
+# 0 where a byte ends a varint (high bit clear) / continues one (high bit set), else 1.
+_ENDS = bytes(0 if b < 0x80 else 1 for b in range(256))
+_CONTINUES = bytes(1 if b < 0x80 else 0 for b in range(256))
+# Encoded offset deltas, column by column, for the offset-delta widths of most batches.
+_DELTA_COLUMNS: dict[tuple[int, int], bytes] = {}
+_WIDTH_START = [0, 0, 64, 8192, 1 << 20, 1 << 27]
+
+
+def _delta_column(width: int, column: int, first: int, stop: int) -> bytes:
+    """Byte ``column`` of the ``width``-byte varint encodings of offset deltas first..stop-1.
+
+    Cached per (width, column) from the first delta of that width, grown by
+    doubling, so a big batch pays for its encodings once per process.
+    """
+    lo = _WIDTH_START[width]
+    cached = _DELTA_COLUMNS.get((width, column), b"")
+    if lo + len(cached) < stop:
+        grown = min(_WIDTH_START[width + 1], max(stop, lo + 2 * len(cached), lo + 4096))
+        cached = _delta_bytes(width, column, lo, grown)
+        _DELTA_COLUMNS[(width, column)] = cached
+    return cached[first - lo : stop - lo]
+
+
+def _delta_bytes(width: int, column: int, first: int, stop: int) -> bytes:
+    shift = 7 * column
+    more = 0x80 if column < width - 1 else 0
+    return bytes((((2 * d) >> shift) & 0x7F) | more for d in range(first, stop))
+
+
+def _rank_range(ranks: bytes) -> tuple[int, int]:
+    """(min, max) of a bytes object's values using C-speed searches, not a Python loop."""
+    first = ranks[0]
+    if not ranks.lstrip(ranks[:1]):
+        return first, first
+    low = next(r for r in range(first + 1) if bytes((r,)) in ranks)
+    high = next(r for r in range(255, first - 1, -1) if bytes((r,)) in ranks)
+    return low, high
+
+
+def _leading(column: bytes, expected: bytes) -> int:
+    """How many leading bytes of ``column`` equal ``expected`` (same length)."""
+    if column == expected:
+        return len(column)
+    diff = int.from_bytes(column, "big") ^ int.from_bytes(expected, "big")
+    return len(column) - (diff.bit_length() + 7) // 8
+
+
+def _leading_zeros(column: bytes) -> int:
+    return len(column) - len(column.lstrip(b"\x00"))
+
+
+def _run(
+    data: bytes, i: int, end: int, layout: tuple[int, ...], index: int, count: int
+) -> tuple[int, int, int]:
+    """How many records from ``i`` share ``layout`` exactly; with their timestamp deltas' range.
+
+    Records of one layout have the same size and the same varint widths, so
+    byte k of every record sits ``size`` bytes apart: one strided slice per
+    structural byte checks them all. Equal length, key-length, value-length and
+    header-count bytes mean equal values, which the first record proved valid;
+    offset deltas are compared with their expected encodings; timestamp deltas
+    only need the right continuation bits. Keys and values are opaque.
+    """
+    (size, lw, ts_at, tw, od_at, ow, key_at, kw, value_at, vw, headers_at) = layout
+    if ow >= len(_WIDTH_START) - 1 or index < _WIDTH_START[ow]:
+        # Five-byte offset deltas, or a non-canonical (padded) encoding: parse singly.
+        return 0, 0, 0
+    n = min(count - index, (end - i) // size, _WIDTH_START[ow + 1] - index)
+    if n < _MIN_RUN:
+        return 0, 0, 0
+    fixed = [*range(lw), *range(key_at, key_at + kw), *range(value_at, value_at + vw), headers_at]
+    for p in fixed:
+        stop = i + n * size
+        column = data[i + p : stop : size]
+        want = data[i - size + p]
+        n = len(column) - len(column.lstrip(bytes((want,))))
+        if n < _MIN_RUN:
+            return 0, 0, 0
+    for k in range(ow):
+        stop = i + n * size
+        column = data[i + od_at + k : stop : size]
+        n = _leading(column, _delta_column(ow, k, index, index + len(column)))
+        if n < _MIN_RUN:
+            return 0, 0, 0
+    for k in range(tw):
+        stop = i + n * size
+        column = data[i + ts_at + k : stop : size].translate(_ENDS if k == tw - 1 else _CONTINUES)
+        n = _leading_zeros(column)
+        if n < _MIN_RUN:
+            return 0, 0, 0
+    stop = i + n * size
+    if tw == 1:
+        low, high = _rank_range(data[i + ts_at : stop : size].translate(_ZIGZAG_RANK))
+        return n, low - 64, high - 64
+    columns = [data[i + ts_at + k : stop : size] for k in range(tw)]
+    deltas = []
+    for parts in zip(*columns, strict=True):
+        raw = 0
+        for k, b in enumerate(parts):
+            raw |= (b & 0x7F) << (7 * k)
+        if raw >= _UINT64_LIMIT:
+            return 0, 0, 0
+        deltas.append((raw >> 1) ^ -(raw & 1))
+    return n, min(deltas), max(deltas)
 
 
 def _strip_position(exc: InvalidBatch) -> str:
@@ -574,14 +917,21 @@ def scan_batches(buf: Buffer, pos: int = 0) -> tuple[list[tuple[int, BatchHeader
 
 
 def decode_records(
-    buf: Buffer, pos: int = 0, *, verify: bool = True, min_offset: int = 0
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    verify: bool = True,
+    min_offset: int = 0,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> list[Record]:
-    """Unpack the records of the batch at ``pos``.
+    """Unpack the records of the batch at ``pos``, decompressing them if the client did.
 
     Records below ``min_offset`` are skipped without building their key/value,
     because consumers often fetch from the middle of a batch. Any structural
     inconsistency is CorruptBatch: a record must fill exactly its stated length
-    and the records must fill exactly the batch.
+    and the records must fill exactly the batch; so is a compressed block that
+    cannot be decompressed within ``max_decompressed_bytes`` (stored batches
+    passed ``validate_batches``, so this means damage).
     """
     try:
         header = parse_header(buf, pos)
@@ -602,13 +952,20 @@ def decode_records(
         raise CorruptBatch(
             f"batch at position {pos} (offset {header.base_offset}): CRC-32C mismatch"
         )
-    # After the CRC check, so damaged attribute bits read as corruption, not as compression.
-    if header.attributes & _COMPRESSION_MASK:
-        raise InvalidBatch(f"batch at position {pos}: compressed batches are not supported")
     count = header.record_count
     if count < 0:
         raise CorruptBatch(f"batch at position {pos}: negative record count {count}")
+    # After the CRC check, so damaged attribute bits read as corruption, not as compression.
+    codec = header.attributes & _COMPRESSION_MASK
     try:
+        if codec:
+            try:
+                records = decompress(codec, covered[_RECORDS_IN_COVERED:], max_decompressed_bytes)
+            except InvalidBatch as exc:
+                raise CorruptBatch(
+                    f"batch at position {pos} ({codec_name(codec)}): {exc}"
+                ) from None
+            return _decode_body(records, 0, header, min_offset)
         return _decode_body(covered, _RECORDS_IN_COVERED, header, min_offset)
     except IndexError:
         raise CorruptBatch(

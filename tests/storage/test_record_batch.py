@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import struct
 import time
 
@@ -10,11 +11,13 @@ import pytest
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch
+from rustka.storage import record_batch
 from rustka.storage.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
     BatchHeader,
+    CorruptMessage,
     Record,
     crc_ok,
     decode_records,
@@ -388,20 +391,29 @@ def test_validate_rejects_count_delta_mismatch() -> None:
         validate_batches(batch)
 
 
-def test_validate_rejects_compressed() -> None:
-    """Any compression codec bit makes the batch unsupported."""
-    for codec in (1, 2, 3, 4):
+def test_validate_rejects_garbage_behind_a_compression_bit() -> None:
+    """A codec bit on plain records is a batch that cannot be decompressed: InvalidBatch."""
+    for codec, name in ((1, "gzip"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
         batch = patch(three_record_batch(), 21, ">h", codec)
-        with pytest.raises(InvalidBatch, match="compressed batches are not supported"):
+        with pytest.raises(InvalidBatch, match=rf"batch 0 at position 0: {name} records"):
             validate_batches(batch)
 
 
-def test_validate_accepts_transactional_and_control_bits() -> None:
-    """Transactional and control attribute bits are stored as-is, not rejected."""
-    batch = patch(three_record_batch(), 21, ">h", 0x30)
-    header = validate_batches(batch)[0][1]
-    assert header.attributes == 0x30
-    assert len(decode_records(batch)) == 3
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        (0x10, "transactional batches are not supported"),
+        (0x20, "may not write control batches"),
+        (0x40, "delete-horizon"),
+        (0x08, "LogAppendTime"),
+        (0x05, "unknown compression codec 5"),
+    ],
+)
+def test_validate_rejects_broker_only_attributes(attributes: int, message: str) -> None:
+    """Transactions, control batches and broker-only flags are refused with a clear error."""
+    batch = patch(three_record_batch(), 21, ">h", attributes)
+    with pytest.raises(InvalidBatch, match=message):
+        validate_batches(batch)
 
 
 def test_parse_header_rejections() -> None:
@@ -482,9 +494,9 @@ def test_decode_rejects_crc_mismatch_unless_unverified() -> None:
 
 
 def test_decode_rejects_compressed_and_truncated() -> None:
-    """Compressed batches are InvalidBatch; truncated or non-v2 input is CorruptBatch."""
+    """Undecodable compressed, truncated or non-v2 input is CorruptBatch."""
     batch = three_record_batch()
-    with pytest.raises(InvalidBatch, match="compressed batches are not supported"):
+    with pytest.raises(CorruptBatch, match="snappy"):
         decode_records(patch(batch, 21, ">h", 2))
     with pytest.raises(CorruptBatch, match="past the end of the buffer"):
         decode_records(batch[:-1])
@@ -642,3 +654,177 @@ def test_record_fields_overrunning_its_length_say_so() -> None:
     batch = reseal_records(three_record_batch(), b"\x02\x00\x00\x00\x01\x01\x00", 1)
     with pytest.raises(CorruptBatch, match="overruns its length by 5 bytes"):
         decode_records(batch)
+
+
+# ------------------------------------------------------------------- record-level validation
+
+
+def raw_record(
+    offset_delta: int,
+    key: bytes | None = b"k",
+    value: bytes | None = b"v",
+    *,
+    ts_delta: int = 0,
+    headers: bytes = b"\x00",
+    attributes: bytes = b"\x00",
+    length_adjust: int = 0,
+) -> bytes:
+    """One record's bytes built field by field, so tests can break any single field."""
+    body = attributes + encode_varlong(ts_delta) + encode_varint(offset_delta)
+    body += encode_varint(-1) if key is None else encode_varint(len(key)) + key
+    body += encode_varint(-1) if value is None else encode_varint(len(value)) + value
+    body += headers
+    return encode_varint(len(body) + length_adjust) + body
+
+
+def forged(records: bytes, count: int, *, max_ts_delta: int = 0) -> bytes:
+    """A batch around ``records`` with a consistent header (count, maxTimestamp) and CRC."""
+    batch = reseal_records(three_record_batch(), records, count)
+    return patch(batch, 35, ">q", parse_header(batch).base_timestamp + max_ts_delta)
+
+
+def test_validate_accepts_forged_good_records() -> None:
+    """The forging helpers produce batches the validator and the decoder both accept."""
+    batch = forged(raw_record(0) + raw_record(1, None, None, ts_delta=7), 2, max_ts_delta=7)
+    assert validate_batches(batch)[0][1].record_count == 2
+    assert [r.offset for r in decode_records(batch)] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("records", "count", "message"),
+    [
+        (raw_record(0) + raw_record(2), 2, r"record 1 \(byte 9 of the records\): offset delta 2"),
+        (raw_record(1), 1, "record 0 .*offset delta 1, expected 0"),
+        (raw_record(0, length_adjust=1), 1, "runs 1 bytes past the batch end"),
+        (raw_record(0, length_adjust=1) + b"\x00", 1, "does not match its fields"),
+        (raw_record(0) + b"\x00\x00", 1, "2 bytes left over after 1 records"),
+        (b"\x0c\x00\x00\x00\x03\x00\x00", 1, "key length -2 is negative"),
+        (raw_record(0, headers=encode_varint(-1)), 1, "header count -1 is negative"),
+        (raw_record(0, headers=encode_varint(100)), 1, "header count 100 cannot fit"),
+        (
+            raw_record(0, headers=b"\x02" + encode_varint(-1) + encode_varint(-1)),
+            1,
+            "header 0 key length -1: header keys may not be null",
+        ),
+        (
+            raw_record(0, headers=b"\x02\x02\xff" + encode_varint(-1)),
+            1,
+            "header 0 key is not valid UTF-8",
+        ),
+        (
+            raw_record(0, headers=b"\x02\x02h" + encode_varint(-3)),
+            1,
+            "header 0 value length -3 is negative",
+        ),
+        (b"\x20\x00" + b"\xff" * 11 + b"\x00" * 4, 1, "longer than 10 bytes"),
+        (b"\x18\x00\x00" + b"\xff" * 6 + b"\x00" * 4, 1, "longer than 5 bytes"),
+        (b"\x14\x00\x00\xff\xff\xff\xff\x7f\x00\x00\x00", 1, "overflows 32 bits"),
+        (b"\x08\x00\x00\x00\x00", 1, "below the minimum 6"),
+        (b"\x0c\x00\x00\x00\x08ab", 1, "key length 4 runs past the end of the record"),
+        (b"\x0c\x00\x00\x00\x00\x10abcde", 1, "value length 8 runs past the end"),
+        (encode_varint(-5) + b"\x00" * 6, 1, "record length -5 is below the minimum"),
+    ],
+)
+def test_validate_rejects_malformed_records(records: bytes, count: int, message: str) -> None:
+    """Each malformed field is InvalidBatch naming the batch and record; CRC is valid."""
+    batch = forged(records, count)
+    with pytest.raises(InvalidBatch, match="batch 0 at position 0") as info:
+        validate_batches(batch)
+    assert type(info.value) is InvalidBatch
+    assert re.search(message, str(info.value)), str(info.value)
+
+
+def test_validate_crc_mismatch_is_corrupt_message() -> None:
+    """A damaged client batch is CorruptMessage (Kafka's CORRUPT_MESSAGE), not stored-data
+    corruption: it is an InvalidBatch and never a CorruptBatch."""
+    batch = bytearray(three_record_batch())
+    batch[-3] ^= 0x01
+    with pytest.raises(CorruptMessage, match="batch 0 at position 0: CRC-32C mismatch") as info:
+        validate_batches(bytes(batch))
+    assert isinstance(info.value, InvalidBatch)
+    assert not isinstance(info.value, CorruptBatch)
+
+
+def test_validate_checks_max_timestamp_and_int64_range() -> None:
+    """maxTimestamp must be the largest record timestamp; timestamps must fit in int64."""
+    batch = forged(raw_record(0, ts_delta=5) + raw_record(1, ts_delta=-3), 2, max_ts_delta=4)
+    with pytest.raises(InvalidBatch, match=r"maxTimestamp .* is not the largest record timestamp"):
+        validate_batches(batch)
+    assert validate_batches(patch(batch, 35, ">q", TS + 5))
+    near_max = patch(forged(raw_record(0, ts_delta=10), 1), 27, ">q", (1 << 63) - 5)
+    near_max = patch(near_max, 35, ">q", (1 << 63) - 1)
+    with pytest.raises(InvalidBatch, match="do not fit in int64"):
+        validate_batches(near_max)
+
+
+def test_validate_rejects_producer_id_without_sequence() -> None:
+    """An idempotent batch (producer id >= 0) needs a sequence >= 0, as Kafka requires."""
+    batch = patch(patch(three_record_batch(), 43, ">q", 7), 53, ">i", -1)
+    with pytest.raises(InvalidBatch, match="producer id 7 with invalid sequence -1"):
+        validate_batches(batch)
+    assert validate_batches(patch(batch, 53, ">i", 0))
+
+
+def big_batch(count: int, *, spread_ms: int = 0) -> bytes:
+    return encode_batch(
+        [
+            Record(b"key-%08d" % i, b"v" * 100, timestamp=TS + (i * spread_ms) // max(count, 1))
+            for i in range(count)
+        ]
+    )
+
+
+@pytest.mark.parametrize("spread_ms", [0, 50, 5000, 1 << 40])
+def test_validate_big_batches_of_every_delta_width(spread_ms: int) -> None:
+    """Runs of same-layout records cross the 1/2/3-byte offset-delta widths and accept."""
+    batch = big_batch(9000, spread_ms=spread_ms)
+    assert validate_batches(batch)[0][1].record_count == 9000
+
+
+@pytest.mark.parametrize("victim", [1, 63, 64, 65, 4000, 8191, 8192, 8999])
+def test_validate_finds_one_bad_record_inside_a_run(victim: int) -> None:
+    """One wrong offset delta deep inside a run of identical layouts is found and named."""
+    records = b"".join(
+        raw_record(victim + 1 if i == victim else i, b"key-%04d" % (i % 10000), b"x" * 100)
+        for i in range(9000)
+    )
+    batch = forged(records, 9000)
+    with pytest.raises(InvalidBatch, match=rf"record {victim} .*offset delta {victim + 1}"):
+        validate_batches(batch)
+
+
+def test_validate_fast_and_slow_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random byte damage behind a valid CRC: the run checker and the one-record-at-a-time
+    parser give the same verdict, and every accepted batch decodes to its record count."""
+    rng = random.Random(20240611)
+    base = b"".join(
+        raw_record(i, b"k%03d" % i, b"value-%d" % (i % 7), ts_delta=i % 70) for i in range(200)
+    )
+    verdicts = {"accepted": 0, "rejected": 0}
+    for _ in range(600):
+        body = bytearray(base)
+        for _ in range(rng.randint(1, 3)):
+            body[rng.randrange(len(body))] = rng.choice(
+                (0, 1, 2, 0x7F, 0x80, 0xFF, rng.randrange(256))
+            )
+        batch = forged(bytes(body), 200, max_ts_delta=69)
+
+        def verdict(batch: bytes = batch) -> str:
+            try:
+                validate_batches(batch)
+            except InvalidBatch as exc:
+                return str(exc)
+            return "ok"
+
+        fast = verdict()
+        monkeypatch.setattr(record_batch, "_MIN_RUN", 1 << 30)
+        slow = verdict()
+        monkeypatch.undo()
+        assert fast == slow
+        if fast == "ok":
+            verdicts["accepted"] += 1
+            decoded = decode_records(batch)
+            assert [r.offset for r in decoded] == list(range(200))
+        else:
+            verdicts["rejected"] += 1
+    assert verdicts["accepted"] > 50 and verdicts["rejected"] > 50, verdicts
