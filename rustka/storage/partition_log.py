@@ -25,7 +25,13 @@ from typing import Any
 
 from crc32c import crc32c
 
-from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange, StorageError
+from rustka.errors import (
+    CorruptBatch,
+    InvalidBatch,
+    OffsetLost,
+    OffsetOutOfRange,
+    StorageError,
+)
 from rustka.storage.record_batch import (
     BatchHeader,
     Record,
@@ -419,7 +425,12 @@ class PartitionLog:
             offset = segments[i].base_offset
 
     def read_record(self, offset: int) -> Record | None:
-        """The record at ``offset`` (CRC verified), or None at/after the end or in a hole."""
+        """The record at ``offset`` (CRC verified), or None at or after the end.
+
+        An offset below the end that no segment holds was cut out by crash
+        recovery: that is OffsetLost naming the next stored offset, so the seed
+        Fetch can say so instead of a bare "not found" (docs/protocol.md).
+        """
         view = self._view
         if offset >= view.end:
             return None
@@ -427,6 +438,25 @@ class PartitionLog:
         records = decode_records(data, 0, verify=True, min_offset=offset)
         if records and records[0].offset == offset:
             return records[0]
+        if records and records[0].offset is not None and records[0].offset > offset:
+            raise OffsetLost(offset, records[0].offset)
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """The earliest (offset, timestamp) whose record timestamp is >= ``timestamp``.
+
+        Kafka's ListOffsets by time: segments are tried oldest first, skipping
+        those whose max timestamp is older; within one the time index narrows the
+        walk. None when no stored record is that new.
+        """
+        view = self._view
+        last = len(view.segments) - 1
+        for i, seg in enumerate(view.segments):
+            if seg.max_timestamp < timestamp:
+                continue
+            hit = seg.find_offset_by_timestamp(timestamp, view.active_size if i == last else None)
+            if hit is not None and hit[0] < view.end:
+                return hit
         return None
 
     # ------------------------------------------------------------------ retention

@@ -707,7 +707,9 @@ class Segment:
         if walk.problem is not None:
             raise CorruptBatch(f"{self.log_path}: {walk.problem}")
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, max_position: int | None = None
+    ) -> tuple[int, int] | None:
         """The first (offset, timestamp) here whose record timestamp is >= ``timestamp``.
 
         The time index gives a batch before which nothing is new enough; a
@@ -715,9 +717,11 @@ class Segment:
         reaches ``timestamp``, and its records give the exact offset (Kafka's
         ListOffsets rule). A batch whose records cannot be decoded here
         answers with its base offset and max timestamp. None if no record in
-        this segment is that new.
+        this segment is that new. ``max_position`` bounds the walk as in ``read``.
         """
         size, _, max_ts = self._state
+        if max_position is not None:
+            size = min(size, max_position)
         if max_ts < timestamp:
             return None
         start = self.time_index.lookup(timestamp)

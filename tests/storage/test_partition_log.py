@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange
+from rustka.errors import CorruptBatch, InvalidBatch, OffsetLost, OffsetOutOfRange
 from rustka.storage.partition_log import RECOVERY_POINT_FILE, LogConfig, PartitionLog
 from rustka.storage.record_batch import (
     HEADER_SIZE,
@@ -495,3 +495,55 @@ def test_failed_writes_leave_the_log_unchanged(tmp_path: Path) -> None:
     assert all(s.last_recovery is None for s in again.segments)
     assert again.end_offset == end + 1
     again.close()
+
+
+def _log_with_recovery_gap(directory: Path) -> tuple[PartitionLog, int, int]:
+    """A log whose second segment lost its tail to recovery while later segments survived.
+
+    The victim segment's index is removed and a byte of a middle batch flipped,
+    so a normal open rebuilds that segment by a CRC scan and cuts it at the bad
+    batch; the segments after it stay. Returns (log, first lost, next stored).
+    """
+    log = PartitionLog.open(directory, config())
+    fill(log, 40)
+    victim = log.segments[1]
+    following = log.segments[2].base_offset
+    log.close()
+    batches, _ = scan_batches((directory / log_name(victim.base_offset)).read_bytes())
+    assert len(batches) >= 3
+    pos, header = batches[len(batches) // 2]
+    path = directory / log_name(victim.base_offset)
+    data = bytearray(path.read_bytes())
+    data[pos + HEADER_SIZE + 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    (directory / index_name(victim.base_offset)).unlink()
+    again = PartitionLog.open(directory, config())
+    info = again.segments[1].last_recovery
+    assert info is not None and info.kept_next_offset == header.base_offset
+    assert again.segments[2].base_offset == following > header.base_offset
+    return again, header.base_offset, following
+
+
+def test_batched_read_inside_a_recovery_gap_serves_the_next_batch(tmp_path: Path) -> None:
+    """Kafka's rule: a read of a lost offset below the end gets the first batch after the gap."""
+    log, lost, following = _log_with_recovery_gap(tmp_path)
+    assert lost < following < log.end_offset
+    for offset in range(lost, following):
+        records = decode_records(log.read(offset, 1))
+        assert records[0].offset == following
+        assert records[0].value == f"value-{following}-0".encode()
+    assert decode_records(log.read(lost - 1, 1))[-1].offset == lost - 1
+    log.close()
+
+
+def test_single_record_read_inside_a_recovery_gap_names_the_next_offset(tmp_path: Path) -> None:
+    """read_record of a lost offset raises OffsetLost with the next stored offset."""
+    log, lost, following = _log_with_recovery_gap(tmp_path)
+    for offset in (lost, following - 1):
+        with pytest.raises(OffsetLost, match=f"offset {offset} was lost.*{following}") as caught:
+            log.read_record(offset)
+        assert (caught.value.offset, caught.value.next_offset) == (offset, following)
+    record = log.read_record(following)
+    assert record is not None and record.offset == following
+    assert log.read_record(log.end_offset) is None
+    log.close()
