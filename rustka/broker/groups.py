@@ -110,9 +110,26 @@ class GroupHasActiveMembers(RustkaError):
 
 
 class CommittedGroups(Protocol):
-    """What the coordinator needs from the offsets store: the groups with commits."""
+    """What the coordinator needs from the offsets side: the names of groups with commits.
 
-    def groups(self) -> Mapping[str, Any]: ...
+    The broker core (`Broker.group_names`) provides it; so does an adapter over an
+    `OffsetsStore` (see `offsets_store_groups`).
+    """
+
+    def group_names(self) -> Iterable[str]: ...
+
+
+class _StoreGroups:
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def group_names(self) -> Iterable[str]:
+        return list(self.store.groups())
+
+
+def offsets_store_groups(store: Any) -> CommittedGroups:
+    """Adapt anything with ``groups() -> {name: ...}`` (the `OffsetsStore`)."""
+    return _StoreGroups(store)
 
 
 # -- results -----------------------------------------------------------------------------
@@ -1017,7 +1034,7 @@ class GroupCoordinator:
     # -- admin views -----------------------------------------------------------------
 
     def _committed_groups(self) -> Iterable[str]:
-        return () if self.offsets is None else self.offsets.groups().keys()
+        return () if self.offsets is None else self.offsets.group_names()
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) for every known group, Kafka's and native."""

@@ -20,6 +20,7 @@ from rustka.broker.groups import (
     GroupState,
     JoinResult,
     SyncResult,
+    offsets_store_groups,
 )
 from rustka.errors import RustkaError
 
@@ -30,14 +31,14 @@ REBALANCE = 30_000
 RANGE = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]
 
 
-class Offsets:
+def committed(groups: Mapping[str, Any] | None = None) -> Any:
     """The one thing the coordinator reads from the offsets store: the committed groups."""
 
-    def __init__(self, groups: Mapping[str, Any] | None = None) -> None:
-        self._groups = dict(groups or {})
+    class Store:
+        def groups(self) -> Mapping[str, Any]:
+            return dict(groups or {})
 
-    def groups(self) -> Mapping[str, Any]:
-        return self._groups
+    return offsets_store_groups(Store())
 
 
 def fired(d: defer.Deferred[Any]) -> Any:
@@ -64,7 +65,7 @@ def clock() -> task.Clock:
 
 @pytest.fixture
 def gc(clock: task.Clock) -> GroupCoordinator:
-    return GroupCoordinator(clock, Offsets())
+    return GroupCoordinator(clock, committed())
 
 
 def join(
@@ -576,7 +577,7 @@ def test_state_transitions_through_a_lifecycle(gc: GroupCoordinator) -> None:
 
 
 def test_list_and_describe_show_kafka_and_native_groups(clock: task.Clock) -> None:
-    gc = GroupCoordinator(clock, Offsets({"native": {("t", 0): 5}, G: {("t", 0): 1}}))
+    gc = GroupCoordinator(clock, committed({"native": {("t", 0): 5}, G: {("t", 0): 1}}))
     assert gc.list_groups() == [(G, "consumer", "Empty"), ("native", "consumer", "Empty")]
     a, b = stable_pair(gc)
     assert gc.list_groups() == [(G, "consumer", "Stable"), ("native", "consumer", "Empty")]
