@@ -168,7 +168,7 @@ def _snappy(data: Buffer, limit: int) -> bytes:
     """Raw snappy (librdkafka) or xerial-framed snappy (Java, kafka-python, aiokafka)."""
     view = memoryview(data)
     if view[: len(_XERIAL_MAGIC)] != _XERIAL_MAGIC:
-        return _snappy_block(view, limit, "snappy")
+        return _snappy_block(view, limit, limit)
     if len(view) < len(_XERIAL_HEADER):
         raise InvalidBatch("snappy records: truncated xerial header")
     blocks: list[bytes] = []
@@ -184,20 +184,22 @@ def _snappy(data: Buffer, limit: int) -> bytes:
                 f"snappy records: xerial block of {length} bytes at byte {pos - 4} "
                 f"does not fit in the {len(view)}-byte payload"
             )
-        block = _snappy_block(view[pos : pos + length], limit - total, "snappy")
+        block = _snappy_block(view[pos : pos + length], limit - total, limit)
         total += len(block)
         blocks.append(block)
         pos += length
     return b"".join(blocks)
 
 
-def _snappy_block(data: Buffer, limit: int, name: str) -> bytes:
-    """One raw snappy block; its preamble states the output size, checked before work."""
+def _snappy_block(data: Buffer, room: int, limit: int) -> bytes:
+    """One raw snappy block of at most ``room`` bytes (of the ``limit`` for the whole batch);
+    its preamble states the output size, which is checked before any work."""
+    name = "snappy"
     try:
         size = int(cramjam.snappy.decompress_raw_len(data))
     except Exception as exc:  # cramjam raises its own error types for bad input
         raise InvalidBatch(f"{name} records cannot be decompressed: {exc}") from None
-    if size > limit:
+    if size > room:
         raise InvalidBatch(f"{name} records decompress to more than the {limit}-byte limit")
     out = bytearray(size)
     try:

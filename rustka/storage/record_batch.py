@@ -44,7 +44,13 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch
-from rustka.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_name, decompress
+from rustka.storage.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    codec_name,
+    codec_of,
+    compress,
+    decompress,
+)
 
 __all__ = [
     "HEADER_SIZE",
@@ -53,6 +59,7 @@ __all__ = [
     "BatchHeader",
     "CorruptMessage",
     "Record",
+    "compress_batch",
     "crc_ok",
     "decode_records",
     "decode_varint",
@@ -436,6 +443,35 @@ def encode_batch(
     except struct.error as exc:
         raise InvalidBatch(f"batch field out of range (offset or timestamp): {exc}") from None
     return prefix + covered
+
+
+def compress_batch(batch: Buffer, codec: int | str) -> bytes:
+    """Re-encode an uncompressed batch with ``codec`` (number or name), as a Kafka client would.
+
+    Only the records area is compressed; the header keeps its fields, gains the
+    codec bits and a new length and CRC. Used by the client library's optional
+    compression, the tests and bench/validate.py.
+    """
+    code = codec_of(codec) if isinstance(codec, str) else codec
+    header = parse_header(batch, 0)
+    if header.attributes & _COMPRESSION_MASK:
+        raise InvalidBatch("batch is already compressed")
+    if header.size != len(batch):
+        raise InvalidBatch(f"expected one batch of {header.size} bytes, got {len(batch)} bytes")
+    if code == 0:
+        return bytes(batch)
+    records = compress(code, memoryview(batch)[HEADER_SIZE:])
+    covered = bytearray(batch[_ATTRIBUTES_POS:HEADER_SIZE])
+    struct.pack_into(">h", covered, 0, (header.attributes & ~_COMPRESSION_MASK) | code)
+    covered += records
+    prefix = _PREFIX_CRC.pack(
+        header.base_offset,
+        _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered),
+        header.partition_leader_epoch,
+        MAGIC,
+        crc32c(covered),
+    )
+    return prefix + bytes(covered)
 
 
 # --------------------------------------------------------------------------- headers
