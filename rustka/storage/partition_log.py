@@ -296,7 +296,7 @@ class PartitionLog:
                 self._write_chunk(active, buf, chunk_start, at, chunk)
             if config.flush == "always":
                 for seg, _ in touched:
-                    seg.flush()
+                    self._fsync(seg)
         except (OSError, StorageError) as e:
             self._undo(touched, created, old_recovery_point)
             detail = e.strerror if isinstance(e, OSError) else str(e)
@@ -340,7 +340,7 @@ class PartitionLog:
         The sealed segment and the directory are fsynced before the recovery
         point moves past it, so recovery may skip it from then on.
         """
-        self._segments[-1].flush()
+        self._fsync(self._segments[-1])
         seg = Segment.create(self.directory, base_offset, self.config.index_interval_bytes)
         self._segments.append(seg)
         try:
@@ -378,6 +378,24 @@ class PartitionLog:
     def _publish(self, size_bytes: int, *, segments_changed: bool) -> None:
         self._view = self._make_view(size_bytes, None if segments_changed else self._view)
 
+    def _fsync(self, seg: Segment) -> None:
+        """fsync ``seg``; a failure fences the partition until it is reopened.
+
+        After an fsync error the kernel may have dropped the unwritten pages and
+        marked them clean, so a later fsync can succeed without the data being on
+        disk. Only a reopen, which runs recovery, may trust the files again
+        (docs/reliability.md, "fsync failure").
+        """
+        try:
+            seg.flush()
+        except StorageError as e:
+            if self._failed is None:
+                self._failed = (
+                    f"partition {self.directory} refuses writes after a failed fsync ({e}); "
+                    f"reopen it (restart the broker) to run recovery"
+                )
+            raise
+
     def _check_writable(self) -> None:
         if self._closed:
             raise StorageError(f"partition {self.directory} is closed")
@@ -396,7 +414,7 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync what the active segment holds (sealed segments were fsynced at roll)."""
         self._check_writable()
-        self._segments[-1].flush()
+        self._fsync(self._segments[-1])
 
     # ------------------------------------------------------------------ reading
 
