@@ -274,6 +274,35 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # DescribeGroups
     (15, 0, {"groups": ["g"]}, "00000001 0001 67"),
     (15, 3, {"groups": ["g"], "include_authorized_operations": True}, "00000001 0001 67 01"),
+    # --- remaining version boundaries (a field or its nullability starts here) ---
+    (18, 3, {"client_software_name": "a", "client_software_version": "b"}, "02 61 02 62 00"),
+    (19, 1, {"topics": [], "timeout_ms": 1}, "00000000 00000001 00"),  # validate_only
+    (32, 1, {"resources": [], "include_synonyms": True}, "00000000 01"),
+    (15, 4, {"groups": []}, "00000000 00"),
+    (1, 5, {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 2, "log_start_offset": 5, "partition_max_bytes": 1}]}]},
+     "ffffffff 00000000 00000000 00000000 00 00000001 " + TOPIC_T
+     + " 00000001 00000002 0000000000000000 0000000000000005 00000001"),
+    (1, 9, {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 2, "current_leader_epoch": 3, "partition_max_bytes": 1}]}]},
+     "ffffffff 00000000 00000000 00000000 00 00000000 ffffffff 00000001 " + TOPIC_T
+     + " 00000001 00000002 00000003 0000000000000000 ffffffffffffffff 00000001"
+     " 00000000"),  # no forgotten topics
+    (10, 1, {"key": "tx", "key_type": 1}, "0002 7478 01"),
+    (11, 1, {"group_id": "g", "session_timeout_ms": 1, "rebalance_timeout_ms": 2,
+             "member_id": "m", "protocol_type": "", "protocols": []},
+     "0001 67 00000001 00000002 0001 6d 0000 00000000"),
+    (2, 2, {"replica_id": -1, "isolation_level": 1, "topics": []}, "ffffffff 01 00000000"),
+    (2, 4, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 1, "current_leader_epoch": 0, "timestamp": -2}]}]},
+     "ffffffff 00 00000001 " + TOPIC_T + " 00000001 00000001 00000000 fffffffffffffffe"),
+    (8, 6, {"group_id": "g", "member_id": "", "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": 4,
+         "committed_metadata": "m"}]}]},
+     "0001 67 ffffffff 0000 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000001 00000004 0001 6d"),
 ]
 
 # fmt: on
@@ -425,6 +454,49 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "00000000 00000001 0045 0001 67 0000 0000 0000"
      " 00000001 0001 6d ffff 0000 0000 00000000 00000000"
      " 80000000"),  # authorized operations default INT32_MIN
+    # --- remaining version boundaries (a field or its nullability starts here) ---
+    (19, 1, {"topics": [{"name": "t", "error_code": 0, "error_message": "ok"}]},
+     "00000001 " + TOPIC_T + " 0000 0002 6f6b"),
+    (19, 2, {"throttle_time_ms": 5, "topics": []}, "00000005 00000000"),
+    (20, 1, {"throttle_time_ms": 5, "responses": [{"name": "a", "error_code": 0}]},
+     "00000005 00000001 0001 61 0000"),
+    (32, 2, {"throttle_time_ms": 1, "results": []}, "00000001 00000000"),
+    (15, 1, {"throttle_time_ms": 1, "groups": []}, "00000001 00000000"),
+    (15, 3, {"groups": [{"group_id": "g", "group_state": "Empty", "authorized_operations": 8}]},
+     "00000000 00000001 0000 0001 67 0005 456d707479 0000 0000 00000000 00000008"),
+    (1, 5, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": 1, "high_watermark": 10, "last_stable_offset": 10,
+         "log_start_offset": 2, "aborted_transactions": [], "records": None}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0001 000000000000000a"
+     " 000000000000000a 0000000000000002 00000000 ffffffff"),  # no aborted txns, null records
+    (1, 7, {"session_id": 9, "responses": []}, "00000000 0000 00000009 00000000"),
+    (10, 2, {"throttle_time_ms": 1, "error_message": "ok", "node_id": 1, "host": "h", "port": 1},
+     "00000001 0000 0002 6f6b 00000001 0001 68 00000001"),
+    (12, 1, {"throttle_time_ms": 3}, "00000003 0000"),
+    (11, 2, {"throttle_time_ms": 1, "generation_id": 2, "protocol_name": "range",
+             "leader": "a", "member_id": "b"},
+     "00000001 0000 00000002 " + RANGE + " 0001 61 0001 62 00000000"),
+    (13, 1, {"throttle_time_ms": 1, "error_code": 25}, "00000001 0019"),
+    (16, 1, {"throttle_time_ms": 1}, "00000001 0000 00000000"),
+    (2, 2, {"throttle_time_ms": 1}, "00000001 00000000"),
+    (2, 4, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": 1, "offset": 2, "leader_epoch": 3}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000001"
+     " 0000000000000002 00000003"),
+    (3, 2, {"cluster_id": None, "controller_id": 1}, "00000000 ffff 00000001 00000000"),
+    (3, 3, {"throttle_time_ms": 2, "controller_id": 1}, "00000002 00000000 ffff 00000001 00000000"),
+    (3, 5, {"controller_id": 1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "leader_id": 1, "offline_replicas": [2]}]}]},
+     "00000000 00000000 ffff 00000001 00000001 0000 " + TOPIC_T + " 00"
+     " 00000001 0000 00000000 00000001 00000000 00000000 00000001 00000002"),
+    (3, 7, {"controller_id": 1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "leader_id": 1, "leader_epoch": 5}]}]},
+     "00000000 00000000 ffff 00000001 00000001 0000 " + TOPIC_T + " 00"
+     " 00000001 0000 00000000 00000001 00000005 00000000 00000000 00000000"),
+    (8, 3, {"throttle_time_ms": 1}, "00000001 00000000"),
+    (9, 2, {"error_code": 16}, "00000000 0010"),
+    (9, 3, {"throttle_time_ms": 1}, "00000001 00000000 0000"),
+    (14, 1, {"throttle_time_ms": 1}, "00000001 0000 00000000"),
 ]
 
 # fmt: on
@@ -466,14 +538,35 @@ def test_response_vectors(vector: tuple[int, int, dict[str, Any], str]) -> None:
     assert contains(decoded, body), decoded
 
 
-def test_every_api_version_has_a_hand_vector_for_some_version() -> None:
-    assert {k for k, *_ in REQUEST_VECTORS} == set(APIS)
-    assert {k for k, *_ in RESPONSE_VECTORS} == set(APIS)
-    for key, spec in APIS.items():
-        for vectors in (REQUEST_VECTORS, RESPONSE_VECTORS):
-            versions = {v for k, v, *_ in vectors if k == key}
-            assert spec.min_version in versions or spec.min_version + 1 in versions
-            assert spec.max_version in versions or spec.max_version - 1 in versions
+def _boundaries(st: Struct, lo: int, hi: int) -> set[int]:
+    """Versions in [lo, hi] where some field (or its nullability) appears or disappears."""
+    found = {lo, hi}
+    for fld in st.fields:
+        ranges = [fld.range] + ([fld.null_range] if fld.null_range else [])
+        for first, last in ranges:
+            if lo < first <= hi:
+                found.add(first)
+            if lo <= last < hi:
+                found.add(last + 1)
+        t = fld.type.item if isinstance(fld.type, Array) else fld.type
+        if isinstance(t, Struct):
+            found |= _boundaries(t, lo, hi)
+    return found
+
+
+@pytest.mark.parametrize("is_request", [True, False], ids=["requests", "responses"])
+def test_every_version_boundary_has_a_hand_vector(is_request: bool) -> None:
+    vectors = REQUEST_VECTORS if is_request else RESPONSE_VECTORS
+    covered = {(k, v) for k, v, *_ in vectors}
+    missing = sorted(
+        (spec.name, v)
+        for spec in APIS.values()
+        for v in _boundaries(
+            spec.request if is_request else spec.response, spec.min_version, spec.max_version
+        )
+        if (spec.key, v) not in covered
+    )
+    assert missing == []
 
 
 # --- ApiVersions specifics -------------------------------------------------------------
