@@ -32,6 +32,7 @@ from zope.interface import implementer
 from rustka.broker.core import Broker
 from rustka.config import Config
 from rustka.framing import LinearInt32StringReceiver
+from rustka.kafka import group_handlers as _group_handlers  # noqa: F401  (registers them)
 from rustka.kafka import messages
 from rustka.kafka.handlers import HANDLERS, Handler, RequestContext
 from rustka.kafka.schema import KafkaCodecError, RequestHeader

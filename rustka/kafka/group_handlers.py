@@ -1,0 +1,348 @@
+"""Kafka handlers for the group APIs: decoded bodies in, the core's coordinator called.
+
+FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, ListGroups and DescribeGroups (versions as `rustka.kafka.messages`
+declares them). The rules live in `rustka.broker.groups.GroupCoordinator`; this
+module only translates between Kafka's request/response shapes and its plain
+results, whose error fields already carry Kafka's codes. Offsets are read and
+written through the broker core (``commit_offsets``/``committed_offsets``), the
+same ``__offsets`` log the native protocol uses (docs/kafka.md, "Consumer groups").
+
+Importing the module registers the handlers in `rustka.kafka.handlers.HANDLERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from rustka.broker.groups import GroupCoordinator, JoinResult, SyncResult
+from rustka.errors import RustkaError
+from rustka.kafka.errors import ErrorCode as E
+from rustka.kafka.handlers import Body, RequestContext, advertised_address, error_code, handler
+from rustka.names import validate_group
+
+_INT32_MIN = -(2**31)
+_GROUP_KEY = 0
+_NO_OFFSET = -1
+
+
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    """The broker's coordinator; installed on first use if the service did not install one.
+
+    It lives on the core (``broker.groups``) so the native protocol and the admin
+    tools see the same groups.
+    """
+    broker = ctx.broker
+    gc = getattr(broker, "groups", None)
+    if gc is None:
+        config = ctx.factory.config
+        gc = GroupCoordinator(
+            ctx.factory.reactor,
+            broker,
+            initial_rebalance_delay_ms=getattr(config, "group_initial_rebalance_delay_ms", 0),
+        )
+        broker.groups = gc
+    return gc
+
+
+def _valid_group(group_id: str) -> bool:
+    try:
+        validate_group(group_id)
+    except RustkaError:
+        return False
+    return True
+
+
+def _client_host(ctx: RequestContext) -> str:
+    """Kafka shows member hosts as ``/address``."""
+    peer = ctx.connection.transport.getPeer()
+    return f"/{getattr(peer, 'host', peer)}"
+
+
+# -- FindCoordinator (10) --------------------------------------------------------
+
+
+@handler(10)
+def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
+    if body.get("key_type", _GROUP_KEY) != _GROUP_KEY:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.COORDINATOR_NOT_AVAILABLE,
+            "error_message": "rustka has no transaction coordinator",
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    host, port = advertised_address(ctx)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "node_id": 0,
+        "host": host,
+        "port": port,
+    }
+
+
+# -- JoinGroup (11) --------------------------------------------------------------
+
+
+@handler(11)
+def join_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    session = body["session_timeout_ms"]
+    d = coordinator(ctx).join(
+        body["group_id"],
+        body["member_id"],
+        protocol_type=body["protocol_type"],
+        protocols=[(p["name"], p["metadata"]) for p in body["protocols"]],
+        session_timeout_ms=session,
+        # v0 has no rebalance timeout: Kafka uses the session timeout for both.
+        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else session,
+        instance_id=body.get("group_instance_id") if version >= 5 else None,
+        client_id=ctx.header.client_id or "",
+        client_host=_client_host(ctx),
+        require_known_member_id=version >= 4,
+    )
+    return d.addCallback(_join_body)
+
+
+def _join_body(r: JoinResult) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": r.error,
+        "generation_id": r.generation_id,
+        "protocol_name": r.protocol_name or "",
+        "leader": r.leader_id,
+        "member_id": r.member_id,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.instance_id, "metadata": m.metadata}
+            for m in r.members
+        ],
+    }
+
+
+# -- SyncGroup (14) --------------------------------------------------------------
+
+
+@handler(14)
+def sync_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    d = coordinator(ctx).sync(
+        body["group_id"],
+        body["generation_id"],
+        body["member_id"],
+        instance_id=body.get("group_instance_id") if version >= 3 else None,
+        assignments=[(a["member_id"], a["assignment"]) for a in body["assignments"]],
+    )
+    return d.addCallback(_sync_body)
+
+
+def _sync_body(r: SyncResult) -> Body:
+    return {"throttle_time_ms": 0, "error_code": r.error, "assignment": r.assignment}
+
+
+# -- Heartbeat (12) --------------------------------------------------------------
+
+
+@handler(12)
+def heartbeat(ctx: RequestContext, version: int, body: Body) -> Body:
+    code = coordinator(ctx).heartbeat(
+        body["group_id"],
+        body["generation_id"],
+        body["member_id"],
+        body.get("group_instance_id") if version >= 3 else None,
+    )
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+# -- LeaveGroup (13) -------------------------------------------------------------
+
+
+@handler(13)
+def leave_group(ctx: RequestContext, version: int, body: Body) -> Body:
+    gc = coordinator(ctx)
+    if version < 3:
+        result = gc.leave(body["group_id"], [(body["member_id"], None)])
+        # One member: its error is the request's error (Kafka's v0-2 answer).
+        code = result.error or (result.members[0].error if result.members else 0)
+        return {"throttle_time_ms": 0, "error_code": code, "members": []}
+    leaving = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
+    result = gc.leave(body["group_id"], leaving)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.instance_id, "error_code": m.error}
+            for m in result.members
+        ],
+    }
+
+
+# -- OffsetCommit (8) ------------------------------------------------------------
+
+
+@handler(8)
+def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    group = body["group_id"]
+    topics = body["topics"]
+
+    def every_partition(code: int) -> Body:
+        return _commit_body(topics, lambda _t, _p: code)
+
+    if not _valid_group(group):
+        return defer.succeed(every_partition(E.INVALID_GROUP_ID))
+    fenced = coordinator(ctx).check_commit(
+        group,
+        body.get("generation_id_or_member_epoch", -1),
+        body.get("member_id", ""),
+        body.get("group_instance_id") if version >= 7 else None,
+    )
+    if fenced is not None:
+        return defer.succeed(every_partition(fenced))
+    known = ctx.broker.topics
+    codes: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], int] = {}
+    for topic in topics:
+        existing = known.get(topic["name"])
+        count = len(existing.partitions) if existing is not None else 0
+        for part in topic["partitions"]:
+            key = (topic["name"], part["partition_index"])
+            if not 0 <= key[1] < count:
+                codes[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif part["committed_offset"] < 0:
+                codes[key] = E.INVALID_COMMIT_OFFSET_SIZE
+            else:
+                offsets[key] = part["committed_offset"]
+    if not offsets:
+        return defer.succeed(_commit_body(topics, lambda t, p: codes[(t, p)]))
+
+    def written(_: Any) -> Body:
+        return _commit_body(topics, lambda t, p: codes.get((t, p), 0))
+
+    def failed(failure: Failure) -> Body:
+        code = error_code(failure)
+        return _commit_body(topics, lambda t, p: codes.get((t, p), code))
+
+    d = defer.maybeDeferred(ctx.broker.commit_offsets, group, offsets)
+    return d.addCallbacks(written, failed)
+
+
+def _commit_body(topics: list[Body], code_of: Any) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": code_of(t["name"], p["partition_index"]),
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in topics
+        ],
+    }
+
+
+# -- OffsetFetch (9) -------------------------------------------------------------
+
+
+@handler(9)
+def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
+    group = body["group_id"]
+    requested = body.get("topics")
+    if not _valid_group(group):
+        return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
+    committed: Mapping[tuple[str, int], int] = ctx.broker.committed_offsets(group)
+    wanted: dict[str, list[int]] = {}
+    if requested is None:  # v2+: every partition the group committed
+        for topic, partition in sorted(committed):
+            wanted.setdefault(topic, []).append(partition)
+    else:
+        for t in requested:
+            wanted.setdefault(t["name"], []).extend(t["partition_indexes"])
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": index,
+                        "committed_offset": committed.get((name, index), _NO_OFFSET),
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": 0,
+                    }
+                    for index in indexes
+                ],
+            }
+            for name, indexes in wanted.items()
+        ],
+        "error_code": 0,
+    }
+
+
+# -- ListGroups (16) / DescribeGroups (15) ---------------------------------------
+
+
+@handler(16)
+def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "groups": [
+            {"group_id": group, "protocol_type": protocol_type}
+            for group, protocol_type, _state in coordinator(ctx).list_groups()
+        ],
+    }
+
+
+@handler(15)
+def describe_groups(ctx: RequestContext, version: int, body: Body) -> Body:
+    gc = coordinator(ctx)
+    groups = []
+    for group_id in body["groups"]:
+        if not _valid_group(group_id):
+            groups.append(_group_error(group_id, E.INVALID_GROUP_ID))
+            continue
+        desc = gc.describe(group_id)
+        groups.append(
+            {
+                "error_code": 0,
+                "group_id": group_id,
+                "group_state": desc.state,
+                "protocol_type": desc.protocol_type,
+                "protocol_data": desc.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in desc.members
+                ],
+                "authorized_operations": _INT32_MIN,
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _group_error(group_id: str, code: int) -> Body:
+    return {
+        "error_code": code,
+        "group_id": group_id,
+        "group_state": "",
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": _INT32_MIN,
+    }
