@@ -58,8 +58,12 @@ def test_murmur2_is_signed_int32() -> None:
 
 
 def test_murmur2_empty_and_high_bytes() -> None:
-    """Empty input and bytes >= 0x80 hash deterministically (bytes are read unsigned)."""
-    assert murmur2(b"") == murmur2(b"")
+    """Empty input hashes to the seed's mix, and bytes >= 0x80 are read unsigned.
+
+    275646681 is what the Java client's Utils.murmur2 returns for an empty array
+    (seed 0x9747b28c xor length 0, then the final mix; no words, no tail).
+    """
+    assert murmur2(b"") == 275646681
     assert murmur2(b"\xff\xfe\xfd") != murmur2(b"\x7f\x7e\x7d")
     assert murmur2(bytearray(b"foobar")) == -790332482
 

@@ -16,7 +16,6 @@ from rustka.storage.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
-    BatchHeader,
     CorruptMessage,
     Record,
     crc_ok,
@@ -612,7 +611,7 @@ def test_batch_header_is_frozen() -> None:
     header = parse_header(three_record_batch())
     with pytest.raises(AttributeError):
         header.base_offset = 5  # type: ignore[misc]
-    assert isinstance(header, BatchHeader)
+    assert header.base_offset == 0
     with pytest.raises(AttributeError):
         Record(b"k", b"v").key = b"x"  # type: ignore[misc]
 
