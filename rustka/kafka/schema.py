@@ -461,15 +461,28 @@ def _w_records(
         else:
             w += _NULL32
         return
-    chunks = (val,) if isinstance(val, bytes | bytearray | memoryview) else val
+    if isinstance(val, bytes | bytearray | memoryview):  # the common single-buffer case
+        size = _nbytes(val)
+        if compact:
+            write_uvarint(w, size + 1)
+        else:
+            w += _pack_i(size)
+        if size >= BIG_CHUNK:
+            if w:
+                parts.append(bytes(w))
+                del w[:]
+            parts.append(val)
+        else:
+            w += val
+        return
     total = 0
-    for chunk in chunks:
+    for chunk in val:
         total += _nbytes(chunk)
     if compact:
         write_uvarint(w, total + 1)
     else:
         w += _pack_i(total)
-    for chunk in chunks:
+    for chunk in val:
         if _nbytes(chunk) >= BIG_CHUNK:
             if w:
                 parts.append(bytes(w))
@@ -477,14 +490,6 @@ def _w_records(
             parts.append(chunk)
         else:
             w += chunk
-
-
-def _w_rec(w: bytearray, parts: list[Any], val: Any, nullable: bool, label: str) -> None:
-    _w_records(w, parts, val, nullable, label, False)
-
-
-def _w_crec(w: bytearray, parts: list[Any], val: Any, nullable: bool, label: str) -> None:
-    _w_records(w, parts, val, nullable, label, True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -504,8 +509,8 @@ _WRITERS: Final = {
     ("string", True): "_w_cstr",
     ("bytes", False): "_w_bytes",
     ("bytes", True): "_w_cbytes",
-    ("records", False): "_w_rec",
-    ("records", True): "_w_crec",
+    ("records", False): "_w_records",
+    ("records", True): "_w_records",
 }
 
 Decoder: TypeAlias = Callable[[memoryview, int], tuple[dict[str, Any], int]]
@@ -540,6 +545,8 @@ class _Codegen:
             self.ns[name] = globals()[name]
         self._count = 0
         self._cache: dict[tuple[Any, ...], str] = {}
+        #: Generated source per function name, kept for debugging (`describe_codec`).
+        self.sources: dict[str, str] = {}
 
     def _fresh(self, prefix: str) -> str:
         self._count += 1
@@ -547,6 +554,7 @@ class _Codegen:
 
     def _define(self, name: str, header: str, body: list[str]) -> None:
         src = header + "\n" + "\n".join(_indent(body or ["pass"])) + "\n"
+        self.sources[name] = src
         exec(compile(src, f"<kafka codec {name}>", "exec"), self.ns)
 
     def _struct_fn(self, fmt: str, kind: str) -> str:
@@ -762,8 +770,9 @@ class _Codegen:
             return [f"w += {self._struct_fn('>' + t.fmt, 'pack')}({expr})"]
         if isinstance(t, Var):
             fn = _WRITERS[t.name, flex]
-            extra = "parts, " if t is RECORDS else ""
-            return [f"{fn}(w, {extra}{expr}, {nullable}, {label!r})"]
+            if t is RECORDS:
+                return [f"{fn}(w, parts, {expr}, {nullable}, {label!r}, {flex})"]
+            return [f"{fn}(w, {expr}, {nullable}, {label!r})"]
         if isinstance(t, Struct):
             return [f"{self.encoder(t, v, flex)}(w, parts, {expr})"]
         lines = [f"x = {expr}", "if x is None:"]
