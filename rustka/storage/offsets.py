@@ -7,6 +7,15 @@ can coexist with old records; records this code cannot read are skipped and
 counted rather than failing startup, because the worst outcome of a lost
 commit is a consumer re-reading some records (at-least-once).
 
+Startup survives any damage to this log (docs/reliability.md): replay reads
+the segment files itself, read-only, before the log is opened, skips a batch
+that fails its CRC or does not parse, finds the next intact batch after it
+and carries on, so later commits still apply. Each skipped batch is counted
+and recorded with its file and byte position for the broker to log; then the
+surviving state is compacted into a fresh segment, so the damage is gone from
+the next start and no commit that survived can be lost to the log's own
+recovery truncating at the damaged batch.
+
 Record formats (big-endian; ``str`` is a u16 byte length then UTF-8):
 
 - key, version 1: ``u16 version=1, str group, str topic, u32 partition``
@@ -16,19 +25,28 @@ Record formats (big-endian; ``str`` is a u16 byte length then UTF-8):
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rustka.errors import CorruptBatch, InvalidName, InvalidRequest
+from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
 from rustka.names import OFFSETS_TOPIC, validate_group, validate_topic
 from rustka.storage.partition_log import LogConfig, PartitionLog
-from rustka.storage.record_batch import Record, decode_records, encode_batch, parse_header
+from rustka.storage.record_batch import (
+    HEADER_SIZE,
+    MAGIC,
+    Record,
+    crc_ok,
+    decode_records,
+    encode_batch,
+    parse_header,
+)
+from rustka.storage.segment import LOG_SUFFIX, base_offset_of
 
 KEY_VERSION = 1
-REPLAY_READ_BYTES = 4 * 1024 * 1024
 # Compact once the log holds this many times more records than live entries ...
 COMPACT_RATIO = 4
 # ... but never for fewer records than this, so a handful of busy keys does not
@@ -42,6 +60,119 @@ _U32_MAX = 0xFFFFFFFF
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 OffsetKey = tuple[str, str, int]
+# Where the magic byte sits in a batch header: what a resync after damage looks for.
+_MAGIC_POS = 16
+_MAGIC_BYTE = bytes((MAGIC,))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SkippedBatch:
+    """A batch replay could not use: which file, where in it, and why."""
+
+    file: Path
+    position: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file} at byte {self.position}: {self.reason}"
+
+
+def _next_intact(data: bytes, start: int) -> int:
+    """Position of the first whole, CRC-valid batch at or after ``start``, or len(data)."""
+    find = data.find
+    i = find(_MAGIC_BYTE, start + _MAGIC_POS)
+    while i != -1:
+        pos = i - _MAGIC_POS
+        if _intact_at(data, pos):
+            return pos
+        i = find(_MAGIC_BYTE, i + 1)
+    return len(data)
+
+
+def _intact_at(data: bytes, pos: int) -> bool:
+    try:
+        header = parse_header(data, pos)
+    except InvalidBatch:
+        return False
+    return pos + header.size <= len(data) and crc_ok(data, pos, header)
+
+
+def salvage(
+    directory: Path, *, torn_tail_ok: bool = False
+) -> tuple[list[Record], list[SkippedBatch]]:
+    """Every record of every intact batch in ``directory``'s segments, oldest first.
+
+    Reads the files directly and changes nothing. A damaged batch is skipped
+    and reported; scanning resumes at the batch its length points to if that
+    one is intact, else at the next intact batch found byte by byte. With
+    ``torn_tail_ok`` an incomplete last batch of the newest segment (a write a
+    crash cut short, which recovery truncates) is not reported.
+    """
+    directory = Path(directory)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return [], []
+    bases = sorted(b for b in (base_offset_of(n, LOG_SUFFIX) for n in names) if b is not None)
+    records: list[Record] = []
+    skipped: list[SkippedBatch] = []
+    for n, base in enumerate(bases):
+        path = directory / f"{base:020d}{LOG_SUFFIX}"
+        data = path.read_bytes()
+        last_file = n == len(bases) - 1
+        pos = 0
+        expected: int | None = base
+        while pos < len(data):
+            reason, size = _batch_problem(data, pos)
+            if reason is None:
+                try:
+                    batch_records = decode_records(data, pos, verify=False)
+                except CorruptBatch as exc:
+                    reason = f"records do not parse: {exc}"
+                else:
+                    # baseOffset lies outside the CRC: a damaged one breaks the offset chain,
+                    # which the log's recovery would truncate at. The records are intact.
+                    header = parse_header(data, pos)
+                    if expected is not None and header.base_offset != expected:
+                        skipped.append(
+                            SkippedBatch(
+                                path,
+                                pos,
+                                f"base offset {header.base_offset}, expected {expected} "
+                                f"(its records were kept)",
+                            )
+                        )
+                    records.extend(batch_records)
+                    # After a damaged base offset, continue the chain the batch belonged to.
+                    start = header.base_offset if expected is None else expected
+                    expected = start + header.last_offset_delta + 1
+                    pos += size
+                    continue
+            expected = None
+            nxt = (
+                pos + size if size and _intact_at(data, pos + size) else _next_intact(data, pos + 1)
+            )
+            torn = last_file and nxt == len(data) and reason.startswith("incomplete")
+            if not (torn and torn_tail_ok):
+                skipped.append(SkippedBatch(path, pos, reason))
+            pos = nxt
+    return records, skipped
+
+
+def _batch_problem(data: bytes, pos: int) -> tuple[str | None, int]:
+    """(None, size) for an intact batch at ``pos``, else (why not, size or 0 if unknown)."""
+    left = len(data) - pos
+    if left < HEADER_SIZE:
+        return f"incomplete batch: {left} bytes, less than a header", 0
+    try:
+        header = parse_header(data, pos)
+    except InvalidBatch as exc:
+        return f"invalid batch header: {exc}", 0
+    if header.size > left:
+        return f"incomplete batch: {header.size} bytes stated, {left} present", 0
+    if not crc_ok(data, pos, header):
+        return "CRC-32C mismatch", header.size
+    return None, header.size
 
 
 def _encode_str(text: str, what: str) -> bytes:
@@ -118,14 +249,14 @@ class OffsetsStore:
     threads while a commit updates it.
 
     ``replay_skipped`` counts records replay could not interpret (unknown key
-    version, malformed key or value); ``replay_corrupt_batches`` counts batches
-    whose CRC failed and were ignored.
+    version, malformed key or value); ``corrupt_batches_skipped`` counts damaged
+    batches replay stepped over, and ``skipped_batches`` says where each was.
     """
 
     directory: Path
     log: PartitionLog
     replay_skipped: int
-    replay_corrupt_batches: int
+    skipped_batches: list[SkippedBatch]
 
     def __init__(
         self,
@@ -139,7 +270,7 @@ class OffsetsStore:
         self.compact_ratio = compact_ratio
         self.compact_min_records = compact_min_records
         self.replay_skipped = 0
-        self.replay_corrupt_batches = 0
+        self.skipped_batches = []
         self._records_in_log = 0
         self._state: dict[OffsetKey, tuple[int, int]] = {}
         self._lock = threading.Lock()
@@ -161,36 +292,26 @@ class OffsetsStore:
         ``compact`` may drop superseded records.
         """
         log_config = dataclasses.replace(config, retention_ms=None, retention_bytes=None)
-        log = PartitionLog.open(Path(data_dir) / OFFSETS_TOPIC, log_config, recover=recover)
+        directory = Path(data_dir) / OFFSETS_TOPIC
+        records, skipped = salvage(directory, torn_tail_ok=recover)
+        log = PartitionLog.open(directory, log_config, recover=recover)
         store = cls(log, compact_ratio=compact_ratio, compact_min_records=compact_min_records)
         try:
-            store._replay()
+            for record in records:
+                store._records_in_log += 1
+                store._apply(record)
+            store.skipped_batches = skipped
+            if skipped:
+                store.compact(force=True)
         except BaseException:
             log.close()
             raise
         return store
 
-    def _replay(self) -> None:
-        log = self.log
-        offset = log.log_start_offset
-        end = log.end_offset
-        while offset < end:
-            data = log.read(offset, REPLAY_READ_BYTES)
-            if not data:
-                break
-            pos = 0
-            while pos < len(data):
-                header = parse_header(data, pos)
-                try:
-                    records = decode_records(data, pos)
-                except CorruptBatch:
-                    self.replay_corrupt_batches += 1
-                    records = []
-                for record in records:
-                    self._records_in_log += 1
-                    self._apply(record)
-                pos += header.size
-                offset = header.next_offset
+    @property
+    def corrupt_batches_skipped(self) -> int:
+        """Damaged batches the last replay stepped over (each in ``skipped_batches``)."""
+        return len(self.skipped_batches)
 
     def _apply(self, record: Record) -> None:
         key = decode_key(record.key) if record.key is not None else None
