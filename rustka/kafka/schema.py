@@ -150,8 +150,6 @@ class Array:
             raise ValueError(f"unsupported array item {self.item!r}")
 
 
-FieldType: TypeAlias = "Fixed | Var | Array | Struct"
-
 _MISSING: Final[Any] = object()
 
 
@@ -214,7 +212,7 @@ class Field:
         return rng is not None and rng[0] <= version <= rng[1]
 
     def mode(self, version: int, flexible: bool) -> str:
-        """ "absent", "regular" or "tagged" for one version.
+        """Classify the field for one version: "absent", "regular" or "tagged".
 
         A tagged field can only travel in a tagged-field section, so in a non-flexible
         version it is absent even if its version range covers it.
