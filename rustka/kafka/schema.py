@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, TypeAlias
 
 __all__ = [
+    "BIG_CHUNK",
     "BOOL",
     "BYTES",
     "FLOAT64",
@@ -41,6 +42,7 @@ __all__ = [
     "RequestHeader",
     "Struct",
     "Var",
+    "as_view",
     "compile_decoder",
     "compile_encoder",
     "decode_struct",
