@@ -30,7 +30,15 @@ from rustka.errors import (
     InvalidBatch,
     OffsetLost,
     OffsetOutOfRange,
+    OutOfOrderSequence,
+    ProducerFenced,
+    RustkaError,
     StorageError,
+)
+from rustka.storage.producer_state import (
+    BatchMetadata,
+    PendingProducerState,
+    ProducerStateManager,
 )
 from rustka.storage.record_batch import (
     BatchHeader,
@@ -51,7 +59,7 @@ from rustka.storage.segment import (
     fsync_dir,
 )
 
-__all__ = ["RECOVERY_POINT_FILE", "LogConfig", "PartitionLog", "ms_now"]
+__all__ = ["RECOVERY_POINT_FILE", "AppendInfo", "LogConfig", "PartitionLog", "ms_now"]
 
 RECOVERY_POINT_FILE = "recovery-point"
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned")
@@ -116,6 +124,8 @@ class PartitionLog:
         self._failed: str | None = None
         self._closed = False
         self._view = self._make_view(sum(s.size for s in segments))
+        self._producers = ProducerStateManager()
+        self.producer_state_problems: list[str] = []
 
     # ------------------------------------------------------------------ opening
 
@@ -171,6 +181,7 @@ class PartitionLog:
             raise
         log = cls(directory, config, segments, recovery_point, clock)
         try:
+            log._load_producer_state()
             if recovery_point != segments[-1].base_offset:
                 # Until the next clean close the active segment is not known to be
                 # on disk, so a crash must rescan it.
@@ -179,6 +190,45 @@ class PartitionLog:
             log._close_segments()
             raise
         return log
+
+    # ------------------------------------------------------------------ producer state
+
+    def _load_producer_state(self) -> None:
+        """Rebuild the idempotent producer state: the snapshot, then the headers after it.
+
+        A snapshot past the end (recovery cut the log below it) or a damaged
+        one is ignored and every stored header is replayed instead, so the
+        state reflects exactly the batches that survived.
+        """
+        view = self._view
+        start = view.log_start
+        snapshot = ProducerStateManager.read_snapshot(self.directory)
+        if snapshot is not None and snapshot[0] <= view.end:
+            start = max(start, snapshot[0])
+            self._producers = snapshot[1]
+        state = self._producers
+        for seg in view.segments:
+            if seg.next_offset <= start:
+                continue
+            try:
+                for _, header in seg.headers_from(max(start, seg.base_offset)):
+                    if header.producer_id >= 0:
+                        state.update(
+                            header.producer_id,
+                            header.producer_epoch,
+                            header.base_sequence,
+                            header.last_offset_delta + 1,
+                            header.base_offset,
+                            header.last_offset,
+                        )
+            except CorruptBatch as e:
+                # Reads of that batch fail and say so; the rest still counts.
+                self.producer_state_problems.append(str(e))
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The committed idempotent producer state (read it on the partition's lane)."""
+        return self._producers
 
     # ------------------------------------------------------------------ snapshots
 
@@ -226,15 +276,23 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, data: bytes | bytearray | memoryview) -> tuple[int, int]:
-        """Append one validated payload of batches; returns its (first, last) offsets."""
-        return self.append_many([data])[0]
+    def append(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append one payload of batches; returns its (first, last) offsets.
+
+        A retried idempotent batch is not stored again: the result has
+        ``duplicate`` set and the offsets it got the first time. A sequence or
+        epoch error is raised (OutOfOrderSequence, ProducerFenced).
+        """
+        info = self.append_many([data])[0]
+        if info.error is not None:
+            raise info.error
+        return info
 
     def append_many(
         self,
         payloads: Sequence[bytes | bytearray | memoryview],
         validated: Sequence[list[tuple[int, BatchHeader]]] | None = None,
-    ) -> list[tuple[int, int]]:
+    ) -> list[AppendInfo]:
         """Group commit: assign offsets to several payloads and write them together.
 
         One copy into a bytearray, base offsets rewritten in place (the CRC does
@@ -245,6 +303,12 @@ class PartitionLog:
         ``validated`` carries `validate_batches` results the caller already
         computed (the broker validates each request on arrival so that one bad
         request fails alone); the CRCs are then not computed a second time.
+
+        Batches with a producer id are checked against the idempotent producer
+        state first (rustka/storage/producer_state.py), payload by payload: a
+        duplicate is not written and its AppendInfo carries ``duplicate=True``
+        and the original offsets; a sequence or epoch error is returned in that
+        payload's ``error`` (offsets -1) while the other payloads are written.
         """
         self._check_writable()
         if not payloads:
@@ -260,6 +324,24 @@ class PartitionLog:
                     if len(payloads) == 1:
                         raise
                     raise InvalidBatch(f"payload {i}: {e}") from None
+        results: list[AppendInfo] = []
+        stage = self._producers.begin()
+        offset = self._segments[-1].next_offset
+        kept: list[int] = []
+        for i, payload_batches in enumerate(parsed):
+            info = _stage_producers(stage, payload_batches, offset)
+            if info is None:
+                count = sum(h.last_offset_delta + 1 for _, h in payload_batches)
+                info = AppendInfo(offset, offset + count - 1)
+                offset += count
+                kept.append(i)
+            results.append(info)
+        if len(kept) != len(payloads):
+            if not kept:
+                stage.commit()
+                return results
+            payloads = [payloads[i] for i in kept]
+            parsed = [parsed[i] for i in kept]
         buf = bytearray().join(payloads)
         config = self.config
         now = self._clock() if config.segment_ms is not None else 0
@@ -268,7 +350,6 @@ class PartitionLog:
         touched: list[tuple[Segment, int]] = [(active, active.size)]
         created: list[Segment] = []
         old_recovery_point = self._recovery_point
-        results: list[tuple[int, int]] = []
         chunk_start = 0
         chunk: list[tuple[int, BatchHeader]] = []
         at = 0
@@ -285,12 +366,10 @@ class PartitionLog:
                     touched.append((active, 0))
                     chunk_start = at
                     chunk = []
-                first = next_offset
                 for pos, header in payload_batches:
                     set_base_offset(buf, at + pos, next_offset)
                     chunk.append((at + pos - chunk_start, header))
                     next_offset += header.last_offset_delta + 1
-                results.append((first, next_offset - 1))
                 at += length
             if chunk:
                 self._write_chunk(active, buf, chunk_start, at, chunk)
@@ -303,6 +382,7 @@ class PartitionLog:
             raise StorageError(
                 f"append to {self.directory} failed, nothing was written: {detail}"
             ) from e
+        stage.commit()
         self._publish(self._view.size_bytes + len(buf), segments_changed=bool(created))
         return results
 
@@ -341,6 +421,9 @@ class PartitionLog:
         point moves past it, so recovery may skip it from then on.
         """
         self._fsync(self._segments[-1])
+        # The committed producer state belongs to the published end, which is
+        # durable now; a crash replays headers from there (producer_state.py).
+        self._producers.write_snapshot(self.directory, self._view.end)
         seg = Segment.create(self.directory, base_offset, self.config.index_interval_bytes)
         self._segments.append(seg)
         try:
@@ -592,6 +675,7 @@ class PartitionLog:
         try:
             if self._failed is None:
                 self._segments[-1].flush()
+                self._producers.write_snapshot(self.directory, self._view.end)
                 self._write_recovery_point(self._segments[-1].next_offset)
         finally:
             self._closed = True
@@ -646,3 +730,85 @@ def _read_recovery_point(directory: Path) -> int:
     if crc32c(data[:8]) != checksum:
         return 0
     return offset
+
+
+class AppendInfo(tuple[int, int]):
+    """Where one payload landed: ``(first, last)`` offsets, plus what happened to it.
+
+    Still a 2-tuple, so ``first, last = info`` keeps working. ``duplicate``:
+    a retried idempotent batch, not stored again, answered with its original
+    offsets. ``error``: the payload was refused (offsets -1) and nothing of it
+    was stored, e.g. OutOfOrderSequence or ProducerFenced.
+    """
+
+    duplicate: bool
+    error: RustkaError | None
+
+    def __new__(
+        cls, first: int, last: int, *, duplicate: bool = False, error: RustkaError | None = None
+    ) -> AppendInfo:
+        info = super().__new__(cls, (first, last))
+        info.duplicate = duplicate
+        info.error = error
+        return info
+
+    @property
+    def first(self) -> int:
+        return self[0]
+
+    @property
+    def last(self) -> int:
+        return self[1]
+
+    def __repr__(self) -> str:
+        extra = ", duplicate" if self.duplicate else ""
+        if self.error is not None:
+            extra += f", error={self.error!r}"
+        return f"AppendInfo({self[0]}, {self[1]}{extra})"
+
+
+def _stage_producers(
+    stage: PendingProducerState, batches: Sequence[tuple[int, BatchHeader]], offset: int
+) -> AppendInfo | None:
+    """Check one payload's idempotent batches; None if it is to be written at ``offset``.
+
+    Stages the batches' sequences (with the offsets they will get) so that a
+    later payload of the same group commit is checked against them. A
+    payload that is entirely a retry is a duplicate; one that mixes a retry
+    with new batches cannot be stored or answered whole, so it is refused.
+    """
+    inner = stage.begin()
+    duplicates: list[BatchMetadata] = []
+    fresh = 0
+    try:
+        for _, header in batches:
+            count = header.last_offset_delta + 1
+            if header.producer_id < 0:
+                fresh += 1
+            else:
+                original = inner.check(
+                    header.producer_id, header.producer_epoch, header.base_sequence, count
+                )
+                if original is not None:
+                    duplicates.append(original)
+                else:
+                    fresh += 1
+                    inner.update(
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        count,
+                        offset,
+                        offset + count - 1,
+                    )
+            offset += count
+        if duplicates and fresh:
+            raise OutOfOrderSequence(
+                "a payload mixes a retried idempotent batch with new batches; send them separately"
+            )
+    except (OutOfOrderSequence, ProducerFenced) as e:
+        return AppendInfo(-1, -1, error=e)
+    if duplicates:
+        return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, duplicate=True)
+    inner.commit()
+    return None

@@ -16,6 +16,7 @@ from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch, OffsetLost, OffsetOutOfRange
 from rustka.storage.partition_log import RECOVERY_POINT_FILE, LogConfig, PartitionLog
+from rustka.storage.producer_state import SNAPSHOT_FILE
 from rustka.storage.record_batch import (
     HEADER_SIZE,
     Record,
@@ -204,7 +205,14 @@ def test_leftover_files_are_removed_on_open(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_bytes(b"keep")
     again = PartitionLog.open(tmp_path, config())
     assert sorted(os.listdir(tmp_path)) == sorted(
-        [log_name(0), index_name(0), time_index_name(0), RECOVERY_POINT_FILE, "notes.txt"]
+        [
+            log_name(0),
+            index_name(0),
+            time_index_name(0),
+            RECOVERY_POINT_FILE,
+            SNAPSHOT_FILE,
+            "notes.txt",
+        ]
     )
     assert again.end_offset == 5
     again.close()
@@ -481,7 +489,7 @@ def test_failed_writes_leave_the_log_unchanged(tmp_path: Path) -> None:
     assert all("nothing was written" in e for e in result["errors"])
     assert result["after"] == result["state"]
     assert result["sizes"] == result["state"]["bytes"]
-    assert [f for f in result["files"] if f != RECOVERY_POINT_FILE] == [
+    assert [f for f in result["files"] if f not in (RECOVERY_POINT_FILE, SNAPSHOT_FILE)] == [
         index_name(0),
         log_name(0),
         time_index_name(0),

@@ -39,7 +39,7 @@ def _imported_names(path: Path) -> list[str]:
 def test_storage_modules_exist() -> None:
     """The walk below really covers the storage modules (not an empty directory)."""
     names = {p.stem for p in _modules()}
-    assert {"segment", "offset_index", "time_index", "partition_log"} <= names
+    assert {"segment", "offset_index", "time_index", "partition_log", "producer_state"} <= names
 
 
 def test_no_storage_source_imports_twisted() -> None:

@@ -1,0 +1,323 @@
+"""Idempotent producer state of one partition: epochs and the last batches' sequences.
+
+Kafka's idempotent producer numbers its batches per partition: a producer id
+and epoch (from InitProducerId) and a base sequence per batch, counting records
+and wrapping after 2^31-1. The broker keeps, per producer id, the epoch and the
+metadata of the last ``BATCHES_KEPT`` batches (first/last sequence, first/last
+offset), which is enough to answer a retried batch with its original offsets,
+reject a gap (OUT_OF_ORDER_SEQUENCE_NUMBER) and fence an old epoch
+(docs/kafka.md, "Idempotent producers").
+
+The state is derived from the log, because every batch header carries its
+producer id, epoch and base sequence: `PartitionLog` replays headers at open,
+starting from a snapshot written at clean close and at each roll
+(``SNAPSHOT_FILE``), so after a crash only the tail is re-read and the state
+reflects exactly the batches that survived recovery.
+
+Checks of a group commit are staged in a `PendingProducerState` so that two
+batches of one producer in the same write see each other, and so that nothing
+is remembered when the write fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from rustka.errors import OutOfOrderSequence, ProducerFenced, StorageError
+
+__all__ = [
+    "BATCHES_KEPT",
+    "MAX_SEQUENCE",
+    "SNAPSHOT_FILE",
+    "BatchMetadata",
+    "PendingProducerState",
+    "ProducerEntry",
+    "ProducerStateManager",
+    "last_sequence",
+    "next_sequence",
+]
+
+BATCHES_KEPT = 5
+MAX_SEQUENCE = (1 << 31) - 1
+SNAPSHOT_FILE = "producer-state"
+
+# Snapshot: magic, version, offset, producer count; per producer id, epoch,
+# batch count, then per batch four numbers; a CRC-32C of everything before it.
+_MAGIC = b"RKPS"
+_VERSION = 1
+_FILE_HEADER = struct.Struct(">4sBQI")
+_PRODUCER = struct.Struct(">qhB")
+_BATCH = struct.Struct(">iiqq")
+_CRC = struct.Struct(">I")
+_OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
+
+
+def last_sequence(base_sequence: int, record_count: int) -> int:
+    """The sequence of a batch's last record, wrapping after MAX_SEQUENCE as Kafka does."""
+    return (base_sequence + record_count - 1) % (MAX_SEQUENCE + 1)
+
+
+def next_sequence(sequence: int) -> int:
+    """The sequence that must follow ``sequence``."""
+    return 0 if sequence == MAX_SEQUENCE else sequence + 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """One stored batch of a producer: its sequence range and where it landed."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerEntry:
+    """A producer's epoch and its newest batches, oldest first (replaced, never mutated)."""
+
+    epoch: int
+    batches: tuple[BatchMetadata, ...]
+
+    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerEntry:
+        kept = self.batches if epoch == self.epoch else ()
+        return ProducerEntry(epoch, (*kept, batch)[-BATCHES_KEPT:])
+
+
+def _check(
+    entry: ProducerEntry | None,
+    producer_id: int,
+    epoch: int,
+    base_sequence: int,
+    record_count: int,
+) -> BatchMetadata | None:
+    """Kafka's sequence rules for one batch against the producer's entry.
+
+    Returns the stored batch this one duplicates, None if it may be appended;
+    raises ProducerFenced or OutOfOrderSequence otherwise.
+    """
+    if not 0 <= base_sequence <= MAX_SEQUENCE:
+        raise OutOfOrderSequence(
+            f"producer {producer_id}: base sequence {base_sequence} is outside 0..{MAX_SEQUENCE}"
+        )
+    if record_count < 1:
+        raise OutOfOrderSequence(f"producer {producer_id}: a batch needs at least one record")
+    if entry is None:
+        # Unknown here (new, or its batches expired with old segments): as in
+        # Kafka, any sequence starts the producer's history on this partition.
+        return None
+    if epoch < entry.epoch:
+        raise ProducerFenced(
+            f"producer {producer_id} wrote with epoch {epoch}, but epoch {entry.epoch} "
+            f"has written to this partition since: this producer was fenced"
+        )
+    if epoch > entry.epoch:
+        if base_sequence != 0:
+            raise OutOfOrderSequence(
+                f"producer {producer_id}: the first batch of new epoch {epoch} must start "
+                f"at sequence 0, not {base_sequence}"
+            )
+        return None
+    last = last_sequence(base_sequence, record_count)
+    for batch in entry.batches:
+        if batch.first_sequence == base_sequence and batch.last_sequence == last:
+            return batch
+    if not entry.batches:
+        return None
+    expected = next_sequence(entry.batches[-1].last_sequence)
+    if base_sequence != expected:
+        raise OutOfOrderSequence(
+            f"producer {producer_id} epoch {epoch}: expected sequence {expected}, "
+            f"got {base_sequence} (a batch is missing or was reordered)"
+        )
+    return None
+
+
+class ProducerStateManager:
+    """Per producer id, the entry the next batch is checked against."""
+
+    def __init__(self) -> None:
+        self._producers: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def producers(self) -> dict[int, ProducerEntry]:
+        """A copy of every producer's entry, for tests and admin tools."""
+        return dict(self._producers)
+
+    def check(
+        self, producer_id: int, epoch: int, base_sequence: int, record_count: int
+    ) -> BatchMetadata | None:
+        """None if the batch may be appended, else the stored batch it duplicates.
+
+        Raises ProducerFenced for an old epoch and OutOfOrderSequence for a
+        gap, a reorder or a new epoch not starting at 0.
+        """
+        return _check(
+            self._producers.get(producer_id), producer_id, epoch, base_sequence, record_count
+        )
+
+    def update(
+        self,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        record_count: int,
+        first_offset: int,
+        last_offset: int,
+    ) -> None:
+        """Remember a stored batch (also used to replay the log, without checks)."""
+        batch = BatchMetadata(
+            base_sequence, last_sequence(base_sequence, record_count), first_offset, last_offset
+        )
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            self._producers[producer_id] = ProducerEntry(epoch, (batch,))
+        else:
+            self._producers[producer_id] = entry.with_batch(epoch, batch)
+
+    def begin(self) -> PendingProducerState:
+        """A staging area for one group commit."""
+        return PendingProducerState(self)
+
+    def _apply(self, changes: dict[int, ProducerEntry]) -> None:
+        self._producers.update(changes)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def encode(self, offset: int) -> bytes:
+        """The snapshot bytes for this state as of ``offset`` (the next offset to write)."""
+        parts = [_FILE_HEADER.pack(_MAGIC, _VERSION, offset, len(self._producers))]
+        for producer_id, entry in sorted(self._producers.items()):
+            parts.append(_PRODUCER.pack(producer_id, entry.epoch, len(entry.batches)))
+            parts.extend(
+                _BATCH.pack(b.first_sequence, b.last_sequence, b.first_offset, b.last_offset)
+                for b in entry.batches
+            )
+        body = b"".join(parts)
+        return body + _CRC.pack(crc32c(body))
+
+    @classmethod
+    def decode(cls, data: bytes) -> tuple[int, ProducerStateManager] | None:
+        """(offset, state) from snapshot bytes, or None if they are damaged or foreign."""
+        if len(data) < _FILE_HEADER.size + _CRC.size:
+            return None
+        body, (checksum,) = data[: -_CRC.size], _CRC.unpack(data[-_CRC.size :])
+        if crc32c(body) != checksum:
+            return None
+        magic, version, offset, count = _FILE_HEADER.unpack_from(body, 0)
+        if magic != _MAGIC or version != _VERSION:
+            return None
+        state = cls()
+        pos = _FILE_HEADER.size
+        try:
+            for _ in range(count):
+                producer_id, epoch, batches = _PRODUCER.unpack_from(body, pos)
+                pos += _PRODUCER.size
+                kept = tuple(BatchMetadata(*b) for b in _iter_batches(body, pos, batches))
+                pos += batches * _BATCH.size
+                state._producers[producer_id] = ProducerEntry(epoch, kept)
+        except struct.error:
+            return None
+        if pos != len(body):
+            return None
+        return offset, state
+
+    def write_snapshot(self, directory: Path, offset: int) -> None:
+        """Atomically replace the snapshot (tmp, fsync, rename, fsync dir)."""
+        path = directory / SNAPSHOT_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        data = self.encode(offset)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _OPEN_FLAGS)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StorageError(f"cannot write {path}: {e.strerror}") from e
+
+    @classmethod
+    def read_snapshot(cls, directory: Path) -> tuple[int, ProducerStateManager] | None:
+        """The stored snapshot, or None when it is absent or damaged (then replay it all)."""
+        try:
+            data = (directory / SNAPSHOT_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StorageError(f"cannot read {directory / SNAPSHOT_FILE}: {e.strerror}") from e
+        return cls.decode(data)
+
+
+def _iter_batches(body: bytes, pos: int, count: int) -> Iterator[tuple[int, int, int, int]]:
+    for i in range(count):
+        yield _BATCH.unpack_from(body, pos + i * _BATCH.size)
+
+
+class PendingProducerState:
+    """Checks and updates of one group commit, applied only if its write succeeds."""
+
+    def __init__(self, under: ProducerStateManager | PendingProducerState) -> None:
+        self._under = under
+        self._changes: dict[int, ProducerEntry] = {}
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        entry = self._changes.get(producer_id)
+        return entry if entry is not None else self._under.entry(producer_id)
+
+    def begin(self) -> PendingProducerState:
+        """A nested stage (one payload inside a group commit)."""
+        return PendingProducerState(self)
+
+    def _apply(self, changes: dict[int, ProducerEntry]) -> None:
+        self._changes.update(changes)
+
+    def check(
+        self, producer_id: int, epoch: int, base_sequence: int, record_count: int
+    ) -> BatchMetadata | None:
+        """As `ProducerStateManager.check`, seeing the batches staged before this one."""
+        return _check(self.entry(producer_id), producer_id, epoch, base_sequence, record_count)
+
+    def update(
+        self,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        record_count: int,
+        first_offset: int,
+        last_offset: int,
+    ) -> None:
+        batch = BatchMetadata(
+            base_sequence, last_sequence(base_sequence, record_count), first_offset, last_offset
+        )
+        entry = self.entry(producer_id)
+        self._changes[producer_id] = (
+            ProducerEntry(epoch, (batch,)) if entry is None else entry.with_batch(epoch, batch)
+        )
+
+    def commit(self) -> None:
+        """Make the staged updates visible to the stage (or manager) below."""
+        self._under._apply(self._changes)
+        self._changes = {}
