@@ -514,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # listed for --help only: main() hands `serve ARGS` to rustka.ops.tap.Options
     sub.add_parser("serve", help="run a broker in the foreground (rustka serve --help)")
+    from rustka.ops import inspect_cli
+
+    inspect_cli.add_parsers(sub)
 
     p = client_parser(
         "produce",
@@ -661,6 +664,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("dump", "check"):
+        from rustka.ops import inspect_cli
+
+        return inspect_cli.run(args)
     _check(args, parser)
     try:
         return _run_client(_CLIENT_COMMANDS[args.command], args)

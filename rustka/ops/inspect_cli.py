@@ -1,0 +1,73 @@
+"""``rustka dump PATH`` and ``rustka check DATA_DIR``: offline, read-only looks at a data dir.
+
+Neither needs a running broker nor the reactor; both only read files (see
+rustka.storage.inspect), so they are safe on a live or a damaged data dir
+(docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from rustka.storage.inspect import check_data_dir, dump_path, format_dump
+
+__all__ = ["COMMANDS", "add_parsers", "run"]
+
+COMMANDS = ("dump", "check")
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+def add_parsers(sub: Any) -> None:
+    """Register the two subcommands on the CLI's subparsers."""
+    dump = sub.add_parser(
+        "dump",
+        help="print every batch and record of a segment, or the entries of an index",
+        description="Print a .log segment (batches, records, CRC status, producer fields, "
+        "compression) or a .index/.timeindex file (entries). Reads only.",
+    )
+    dump.add_argument("path", metavar="PATH", help="a .log, .index or .timeindex file")
+    dump.add_argument("--json", action="store_true", help="print one JSON document")
+    check = sub.add_parser(
+        "check",
+        help="verify a data dir offline; exit 1 if anything is wrong",
+        description="Verify every segment (CRCs, contiguous offsets, records), index, "
+        "time index, recovery point and the offsets log of DATA_DIR without changing a byte. "
+        "Lists each problem with its file and byte position; exits 1 if there is any.",
+    )
+    check.add_argument("data_dir", metavar="DATA_DIR")
+    check.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if args.command == "dump":
+        try:
+            result = dump_path(Path(args.path))
+        except (OSError, ValueError) as exc:
+            err.write(f"rustka: {exc}\n")
+            return EXIT_USAGE
+        if args.json:
+            json.dump(result, out, indent=1)
+            out.write("\n")
+        else:
+            out.write(format_dump(result) + "\n")
+        return EXIT_PROBLEMS if result.get("problems") else EXIT_OK
+    report = check_data_dir(Path(args.data_dir))
+    if args.json:
+        json.dump(report.as_json(), out, indent=1)
+        out.write("\n")
+    else:
+        for problem in report.problems:
+            out.write(f"problem: {problem}\n")
+        for note in report.notes:
+            out.write(f"note: {note}\n")
+        verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
+        out.write(f"checked {report.files_checked} files: {verdict}\n")
+    return EXIT_PROBLEMS if report.problems else EXIT_OK

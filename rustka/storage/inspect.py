@@ -1,0 +1,501 @@
+"""Read-only inspection of a data dir: ``rustka dump`` and ``rustka check`` (docs/operations.md).
+
+Everything here opens files read-only and never goes through
+``PartitionLog.open`` or ``Segment.open``, which repair what they find: an
+operator checking a damaged data dir must see the damage as it is, and a
+check must change no byte. File formats are the ones docs/architecture.md
+describes: ``.log`` segments of RecordBatch v2, ``.index`` entries of 8 bytes
+(u32 relative offset, u32 position), ``.timeindex`` entries of 12 bytes
+(i64 timestamp, u32 relative offset), the ``recovery-point`` file (u64 offset,
+u32 CRC-32C of it) and the ``.clean-shutdown`` marker.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+
+from rustka.errors import CorruptBatch, InvalidBatch
+from rustka.names import OFFSETS_TOPIC
+from rustka.storage.compression import codec_name
+from rustka.storage.offsets import decode_key, decode_value
+from rustka.storage.record_batch import BatchHeader, crc_ok, decode_records, parse_header
+
+__all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+RECOVERY_POINT_FILE = "recovery-point"
+CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+_INDEX_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+_RECOVERY_POINT = struct.Struct(">QI")
+_NAME_DIGITS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong: the file, the byte position in it (None for the whole file), why."""
+
+    file: str
+    position: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.position is None else f"{self.file} at byte {self.position}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Report:
+    """What ``check`` found; ``problems`` decide the exit status, ``notes`` do not."""
+
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files_checked: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": not self.problems,
+            "files_checked": self.files_checked,
+            "problems": [
+                {"file": p.file, "position": p.position, "message": p.message}
+                for p in self.problems
+            ],
+            "notes": self.notes,
+        }
+
+
+def _base_of(name: str, suffix: str) -> int | None:
+    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
+    if len(stem) != _NAME_DIGITS or not stem.isdigit() or not stem.isascii():
+        return None
+    return int(stem)
+
+
+# --------------------------------------------------------------------------- dump
+
+
+def dump_path(path: Path) -> dict[str, Any]:
+    """Everything in one segment, index or time index file, as plain data for text or JSON."""
+    path = Path(path)
+    name = path.name
+    if name.endswith(LOG_SUFFIX):
+        return dump_segment(path)
+    if name.endswith(TIME_INDEX_SUFFIX):
+        return _dump_time_index(path)
+    if name.endswith(INDEX_SUFFIX):
+        return _dump_index(path)
+    raise ValueError(f"{path}: not a .log, .index or .timeindex file")
+
+
+def _header_json(pos: int, header: BatchHeader, ok: bool) -> dict[str, Any]:
+    attributes = header.attributes
+    return {
+        "position": pos,
+        "base_offset": header.base_offset,
+        "last_offset": header.last_offset,
+        "size": header.size,
+        "batch_length": header.batch_length,
+        "partition_leader_epoch": header.partition_leader_epoch,
+        "magic": header.magic,
+        "crc": header.crc,
+        "crc_ok": ok,
+        "attributes": attributes,
+        "compression": codec_name(attributes & 0x07),
+        "timestamp_type": "LogAppendTime" if attributes & 0x08 else "CreateTime",
+        "transactional": bool(attributes & 0x10),
+        "control": bool(attributes & 0x20),
+        "base_timestamp": header.base_timestamp,
+        "max_timestamp": header.max_timestamp,
+        "producer_id": header.producer_id,
+        "producer_epoch": header.producer_epoch,
+        "base_sequence": header.base_sequence,
+        "record_count": header.record_count,
+    }
+
+
+def dump_segment(path: Path) -> dict[str, Any]:
+    """Every batch (header fields, CRC status) and record (offset, timestamp, sizes)."""
+    data = _read(path)
+    batches: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    pos = 0
+    while pos < len(data):
+        try:
+            header = parse_header(data, pos)
+        except InvalidBatch as exc:
+            problems.append(Problem(str(path), pos, f"invalid batch header: {exc}"))
+            break
+        if pos + header.size > len(data):
+            entry = _header_json(pos, header, False)
+            entry["error"] = f"incomplete: {len(data) - pos} of {header.size} bytes present"
+            batches.append(entry)
+            problems.append(Problem(str(path), pos, entry["error"]))
+            break
+        ok = crc_ok(data, pos, header)
+        entry = _header_json(pos, header, ok)
+        try:
+            records = decode_records(data, pos, verify=False)
+        except (CorruptBatch, InvalidBatch) as exc:
+            entry["error"] = str(exc)
+            problems.append(Problem(str(path), pos, str(exc)))
+        else:
+            entry["records"] = [
+                {
+                    "offset": r.offset,
+                    "timestamp": r.timestamp,
+                    "key_size": None if r.key is None else len(r.key),
+                    "value_size": None if r.value is None else len(r.value),
+                    "headers": [k for k, _ in r.headers],
+                }
+                for r in records
+            ]
+        if not ok:
+            problems.append(Problem(str(path), pos, "CRC-32C mismatch"))
+        batches.append(entry)
+        pos += header.size
+    return {
+        "file": str(path),
+        "kind": "segment",
+        "size": len(data),
+        "batches": batches,
+        "problems": [str(p) for p in problems],
+    }
+
+
+def _dump_index(path: Path) -> dict[str, Any]:
+    data = _read(path)
+    base = _base_of(path.name, INDEX_SUFFIX) or 0
+    usable = len(data) - len(data) % _INDEX_ENTRY.size
+    entries = [
+        {"relative_offset": rel, "offset": base + rel, "position": pos}
+        for rel, pos in _INDEX_ENTRY.iter_unpack(data[:usable])
+    ]
+    return {
+        "file": str(path),
+        "kind": "index",
+        "base_offset": base,
+        "entries": entries,
+        "trailing_bytes": len(data) - usable,
+    }
+
+
+def _dump_time_index(path: Path) -> dict[str, Any]:
+    data = _read(path)
+    base = _base_of(path.name, TIME_INDEX_SUFFIX) or 0
+    usable = len(data) - len(data) % _TIME_ENTRY.size
+    entries = [
+        {"timestamp": ts, "relative_offset": rel, "offset": base + rel}
+        for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable])
+    ]
+    return {
+        "file": str(path),
+        "kind": "timeindex",
+        "base_offset": base,
+        "entries": entries,
+        "trailing_bytes": len(data) - usable,
+    }
+
+
+def format_dump(dump: dict[str, Any]) -> str:
+    """The text form of ``dump_path``'s result: one line per batch, record or entry."""
+    lines = [f"{dump['kind']} {dump['file']}"]
+    if dump["kind"] == "segment":
+        for b in dump["batches"]:
+            lines.append(
+                f"batch position {b['position']} offsets {b['base_offset']}..{b['last_offset']} "
+                f"size {b['size']} records {b['record_count']} crc {b['crc']:#010x} "
+                f"{'ok' if b['crc_ok'] else 'MISMATCH'} compression {b['compression']} "
+                f"base_timestamp {b['base_timestamp']} max_timestamp {b['max_timestamp']} "
+                f"producer_id {b['producer_id']} producer_epoch {b['producer_epoch']} "
+                f"base_sequence {b['base_sequence']}"
+                + (" transactional" if b["transactional"] else "")
+                + (" control" if b["control"] else "")
+            )
+            for r in b.get("records", []):
+                lines.append(
+                    f"  offset {r['offset']} timestamp {r['timestamp']} "
+                    f"key_size {_size(r['key_size'])} value_size {_size(r['value_size'])}"
+                    + (f" headers {','.join(r['headers'])}" if r["headers"] else "")
+                )
+            if "error" in b:
+                lines.append(f"  error: {b['error']}")
+        lines.extend(f"problem: {p}" for p in dump["problems"])
+    elif dump["kind"] == "index":
+        for e in dump["entries"]:
+            lines.append(
+                f"offset {e['offset']} (relative {e['relative_offset']}) position {e['position']}"
+            )
+    else:
+        for e in dump["entries"]:
+            lines.append(
+                f"timestamp {e['timestamp']} offset {e['offset']} (relative {e['relative_offset']})"
+            )
+    if dump.get("trailing_bytes"):
+        lines.append(f"problem: {dump['trailing_bytes']} trailing bytes (not a whole entry)")
+    return "\n".join(lines)
+
+
+def _size(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+def _read(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# --------------------------------------------------------------------------- check
+
+
+def check_data_dir(data_dir: Path) -> Report:
+    """Verify every segment, index, time index and checkpoint under ``data_dir``; read-only."""
+    data_dir = Path(data_dir)
+    report = Report()
+    if not data_dir.is_dir():
+        report.problems.append(Problem(str(data_dir), None, "not a directory"))
+        return report
+    partitions: list[Path] = []
+    offsets_dir = data_dir / OFFSETS_TOPIC
+    for entry in sorted(data_dir.iterdir()):
+        if entry.name == OFFSETS_TOPIC or not entry.is_dir():
+            continue
+        partitions.extend(
+            sub for sub in sorted(entry.iterdir()) if sub.is_dir() and sub.name.isdigit()
+        )
+    has_logs = bool(partitions) or offsets_dir.is_dir()
+    if has_logs and not (data_dir / CLEAN_SHUTDOWN_MARKER).exists():
+        report.notes.append(
+            f"{data_dir / CLEAN_SHUTDOWN_MARKER} is absent: the broker is running or did not "
+            f"stop cleanly, so its next start re-checks the active segments"
+        )
+    for directory in partitions:
+        _check_partition(directory, report, commits=False)
+    if offsets_dir.is_dir():
+        _check_partition(offsets_dir, report, commits=True)
+    return report
+
+
+def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
+    names = os.listdir(directory)
+    bases = sorted(b for b in (_base_of(n, LOG_SUFFIX) for n in names) if b is not None)
+    previous_end: int | None = None
+    for base in bases:
+        log = directory / f"{base:0{_NAME_DIGITS}d}{LOG_SUFFIX}"
+        if previous_end is not None and base < previous_end:
+            report.problems.append(
+                Problem(
+                    str(log),
+                    None,
+                    f"base offset {base} overlaps the previous segment, "
+                    f"which ends at offset {previous_end}",
+                )
+            )
+        elif previous_end is not None and base > previous_end:
+            report.notes.append(
+                f"{log}: offsets {previous_end}..{base - 1} are missing "
+                f"(a gap recovery or retention left)"
+            )
+        starts, end, size = _check_segment(log, base, report, commits=commits)
+        previous_end = end
+        index = log.with_suffix(INDEX_SUFFIX)
+        if index.exists():
+            _check_index(index, base, starts, size, report)
+        time_index = log.with_suffix(TIME_INDEX_SUFFIX)
+        if time_index.exists():
+            _check_time_index(time_index, base, starts, end, report)
+    for name in names:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            b = _base_of(name, suffix)
+            if b is not None and b not in bases:
+                report.notes.append(
+                    f"{directory / name}: no matching {LOG_SUFFIX} (ignored at startup and removed)"
+                )
+    _check_recovery_point(directory, previous_end, report)
+
+
+def _check_segment(
+    path: Path, base: int, report: Report, *, commits: bool
+) -> tuple[dict[int, int], int, int]:
+    """CRCs, the offset chain and every record; returns (batch start -> base offset, end, size)."""
+    report.files_checked += 1
+    data = _read(path)
+    starts: dict[int, int] = {}
+    expected = base
+    pos = 0
+    where = str(path)
+    while pos < len(data):
+        try:
+            header = parse_header(data, pos)
+        except InvalidBatch as exc:
+            report.problems.append(Problem(where, pos, f"invalid batch header: {exc}"))
+            break
+        if pos + header.size > len(data):
+            report.problems.append(
+                Problem(
+                    where,
+                    pos,
+                    f"batch of {header.size} bytes is cut off: the file ends "
+                    f"{pos + header.size - len(data)} bytes early",
+                )
+            )
+            break
+        if header.base_offset != expected:
+            report.problems.append(
+                Problem(
+                    where,
+                    pos,
+                    f"base offset {header.base_offset}, expected {expected} "
+                    f"(offsets are not contiguous)",
+                )
+            )
+        if header.last_offset_delta < 0:
+            report.problems.append(Problem(where, pos, "negative last offset delta"))
+        if not crc_ok(data, pos, header):
+            report.problems.append(Problem(where, pos, "CRC-32C mismatch"))
+        else:
+            try:
+                records = decode_records(data, pos, verify=False)
+            except (CorruptBatch, InvalidBatch) as exc:
+                report.problems.append(Problem(where, pos, f"records do not parse: {exc}"))
+            else:
+                if len(records) != header.record_count:
+                    report.problems.append(
+                        Problem(
+                            where, pos, f"{len(records)} records, header says {header.record_count}"
+                        )
+                    )
+                if commits:
+                    for r in records:
+                        if (
+                            r.key is None
+                            or decode_key(r.key) is None
+                            or decode_value(r.value) is None
+                        ):
+                            report.problems.append(
+                                Problem(
+                                    where, pos, f"offset {r.offset} is not a readable commit record"
+                                )
+                            )
+        starts[pos] = header.base_offset
+        expected = header.base_offset + max(header.last_offset_delta, 0) + 1
+        pos += header.size
+    return starts, expected, len(data)
+
+
+def _check_index(
+    path: Path, base: int, starts: dict[int, int], log_size: int, report: Report
+) -> None:
+    report.files_checked += 1
+    data = _read(path)
+    where = str(path)
+    if len(data) % _INDEX_ENTRY.size:
+        report.problems.append(
+            Problem(
+                where,
+                len(data) - len(data) % _INDEX_ENTRY.size,
+                f"length {len(data)} is not a multiple of {_INDEX_ENTRY.size}",
+            )
+        )
+    usable = len(data) - len(data) % _INDEX_ENTRY.size
+    prev: tuple[int, int] | None = None
+    for n, (rel, pos) in enumerate(_INDEX_ENTRY.iter_unpack(data[:usable])):
+        at = n * _INDEX_ENTRY.size
+        if prev is not None and (rel <= prev[0] or pos <= prev[1]):
+            report.problems.append(
+                Problem(
+                    where,
+                    at,
+                    f"entry {n} (offset {base + rel}, position {pos}) is out of order "
+                    f"after (offset {base + prev[0]}, position {prev[1]})",
+                )
+            )
+        prev = (rel, pos)
+        if pos >= log_size:
+            report.problems.append(
+                Problem(
+                    where,
+                    at,
+                    f"entry {n} points at position {pos}, past the log's {log_size} bytes",
+                )
+            )
+        elif pos not in starts:
+            report.problems.append(
+                Problem(
+                    where, at, f"entry {n} points at position {pos}, which is not a batch start"
+                )
+            )
+        elif starts[pos] != base + rel:
+            report.problems.append(
+                Problem(
+                    where,
+                    at,
+                    f"entry {n} names offset {base + rel} but the batch at position "
+                    f"{pos} starts at offset {starts[pos]}",
+                )
+            )
+
+
+def _check_time_index(
+    path: Path, base: int, starts: dict[int, int], end: int, report: Report
+) -> None:
+    report.files_checked += 1
+    data = _read(path)
+    where = str(path)
+    if len(data) % _TIME_ENTRY.size:
+        report.problems.append(
+            Problem(
+                where,
+                len(data) - len(data) % _TIME_ENTRY.size,
+                f"length {len(data)} is not a multiple of {_TIME_ENTRY.size}",
+            )
+        )
+    usable = len(data) - len(data) % _TIME_ENTRY.size
+    batch_offsets = set(starts.values())
+    prev: tuple[int, int] | None = None
+    for n, (ts, rel) in enumerate(_TIME_ENTRY.iter_unpack(data[:usable])):
+        at = n * _TIME_ENTRY.size
+        if prev is not None and (ts <= prev[0] or rel < prev[1]):
+            report.problems.append(
+                Problem(
+                    where, at, f"entry {n} (timestamp {ts}, offset {base + rel}) is out of order"
+                )
+            )
+        prev = (ts, rel)
+        if base + rel >= end:
+            report.problems.append(
+                Problem(
+                    where, at, f"entry {n} names offset {base + rel}, past the segment end {end}"
+                )
+            )
+        elif base + rel not in batch_offsets:
+            report.problems.append(
+                Problem(where, at, f"entry {n} names offset {base + rel}, which starts no batch")
+            )
+
+
+def _check_recovery_point(directory: Path, end: int | None, report: Report) -> None:
+    path = directory / RECOVERY_POINT_FILE
+    if not path.exists():
+        return
+    report.files_checked += 1
+    data = _read(path)
+    if len(data) != _RECOVERY_POINT.size:
+        report.problems.append(
+            Problem(str(path), None, f"{len(data)} bytes, expected {_RECOVERY_POINT.size}")
+        )
+        return
+    offset, checksum = _RECOVERY_POINT.unpack(data)
+    if crc32c(data[:8]) != checksum:
+        report.problems.append(Problem(str(path), 8, "checksum mismatch"))
+    elif end is not None and offset > end:
+        report.problems.append(
+            Problem(str(path), 0, f"recovery point {offset} is past the log end {end}")
+        )
