@@ -8,6 +8,7 @@ only after every partition has been flushed and closed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -15,11 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rustka.errors import BrokerUnavailable, InvalidName, TopicExists, UnknownTopic
+from rustka.errors import (
+    BrokerUnavailable,
+    InvalidName,
+    RustkaError,
+    StorageError,
+    TopicExists,
+    UnknownTopic,
+)
 from rustka.names import OFFSETS_TOPIC, validate_topic
 from rustka.storage.partition_log import LogConfig
 from rustka.storage.segment import fsync_dir
-from rustka.storage.topic import Topic, check_partition_count, is_temp_name
+from rustka.storage.topic import Topic, check_partition_count, deleted_name, is_temp_name
 
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 
@@ -129,6 +137,35 @@ class LogManager:
         topic = Topic.create(self.data_dir, name, partition_count, self.config)
         self.topics[name] = topic
         return topic
+
+    def delete_topic(self, name: str) -> None:
+        """Take topic ``name`` out of service, then remove its directory and free its space.
+
+        Out of the topics map first, so no new lookup finds it; its files are
+        closed, the directory is renamed to a name no topic can have (durably),
+        and only then removed. A crash leaves either the whole topic or a
+        renamed leftover that the next startup removes, never a half-deleted
+        topic. A topic created later under the same name starts empty. The
+        caller (the broker) must have stopped appends to it first.
+        """
+        with self._lock:
+            self._check_open()
+            topic = self.topics.pop(name, None)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        with contextlib.suppress(RustkaError, OSError):
+            # Its data is going away: a failed final flush (a full disk) must not
+            # stop the deletion that would free the space.
+            topic.close()
+        target = self.data_dir / deleted_name(name)
+        try:
+            os.rename(topic.directory, target)
+            fsync_dir(self.data_dir)
+        except OSError as e:
+            raise StorageError(f"cannot delete topic {name!r}: {e.strerror}") from e
+        shutil.rmtree(target, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fsync_dir(self.data_dir)
 
     def describe(self) -> list[dict[str, Any]]:
         """Per-partition figures for every topic, sorted by topic name."""

@@ -28,6 +28,8 @@ MAX_PARTITIONS = 10_000
 # "~" is outside the topic name alphabet, so a temporary directory can never be
 # mistaken for (or collide with) a real topic or partition folder.
 TEMP_MARKER = ".tmp~"
+# Likewise for a topic being deleted: renamed out of the way first, then removed.
+DELETED_MARKER = ".deleted~"
 _PARTITION_DIR = re.compile(r"0|[1-9][0-9]*")
 _DIGITS = re.compile(r"[0-9]+")
 # Keeps temporary names under NAME_MAX even for a 249-character topic name.
@@ -40,8 +42,13 @@ def temp_name(label: str) -> str:
 
 
 def is_temp_name(name: str) -> bool:
-    """True for leftovers of an interrupted create, which are safe to delete."""
-    return TEMP_MARKER in name
+    """True for leftovers of an interrupted create or delete, which are safe to remove."""
+    return TEMP_MARKER in name or DELETED_MARKER in name
+
+
+def deleted_name(label: str) -> str:
+    """A fresh name a deleted topic's directory is renamed to before it is removed."""
+    return f"{label[:_TEMP_NAME_PREFIX_CHARS]}{DELETED_MARKER}{secrets.token_hex(8)}"
 
 
 def check_partition_count(count: object) -> int:

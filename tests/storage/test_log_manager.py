@@ -1,4 +1,4 @@
-"""LogManager: topic discovery, auto-create, retention and the clean-shutdown marker."""
+"""LogManager: topic discovery, auto-create, deletion and the clean-shutdown marker."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rustka.errors import InvalidName, InvalidPartitionCount, TopicExists, Unkno
 from rustka.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
 from rustka.storage.partition_log import LogConfig
 from rustka.storage.record_batch import Record, encode_batch
-from rustka.storage.topic import temp_name
+from rustka.storage.topic import deleted_name, temp_name
 
 
 def _config(**overrides: object) -> LogConfig:
@@ -241,3 +241,63 @@ def test_describe_lists_all_partitions(tmp_path: Path) -> None:
         assert [(r["topic"], r["partition"]) for r in rows] == [("a", 0), ("b", 0), ("b", 1)]
     finally:
         manager.close()
+
+
+def _disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def test_delete_topic_removes_it_and_frees_its_space(tmp_path: Path) -> None:
+    """delete_topic takes the topic out of service and removes every file; others are untouched."""
+    manager = LogManager.open(tmp_path, _config(segment_bytes=1024))
+    try:
+        manager.create_topic("orders", 2)
+        manager.create_topic("keep", 1)
+        _append(manager, "orders", 0, 50)
+        _append(manager, "keep", 0, 5)
+        assert _disk_bytes(tmp_path / "orders") > 2000
+        manager.delete_topic("orders")
+        assert "orders" not in manager.topics
+        with pytest.raises(UnknownTopic, match="'orders'"):
+            manager.topic("orders")
+        assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["keep"]
+        assert manager.topic("keep").partition(0).end_offset == 5
+        with pytest.raises(UnknownTopic):
+            manager.delete_topic("orders")
+    finally:
+        manager.close()
+
+
+def test_topic_created_again_after_delete_starts_empty(tmp_path: Path) -> None:
+    """The same name created after a delete has new partitions at offset 0, also after restart."""
+    manager = LogManager.open(tmp_path, _config())
+    manager.create_topic("orders", 3)
+    _append(manager, "orders", 1, 10)
+    manager.delete_topic("orders")
+    again = manager.create_topic("orders", 1)
+    assert again.partition_count == 1
+    assert again.partition(0).end_offset == 0
+    _append(manager, "orders", 0, 2)
+    manager.close()
+    reopened = LogManager.open(tmp_path, _config())
+    try:
+        topic = reopened.topic("orders")
+        assert topic.partition_count == 1 and topic.partition(0).end_offset == 2
+    finally:
+        reopened.close()
+
+
+def test_leftover_of_an_interrupted_delete_is_removed_at_startup(tmp_path: Path) -> None:
+    """A renamed directory left by a crash mid-delete is not a topic and is removed at open."""
+    manager = LogManager.open(tmp_path, _config())
+    manager.create_topic("orders", 1)
+    _append(manager, "orders", 0, 3)
+    manager.close()
+    leftover = tmp_path / deleted_name("orders")
+    (tmp_path / "orders").rename(leftover)
+    reopened = LogManager.open(tmp_path, _config())
+    try:
+        assert reopened.topics == {}
+        assert not leftover.exists()
+    finally:
+        reopened.close()
