@@ -55,6 +55,7 @@ async def start_broker(data_dir: Path, **settings: Any) -> RunningBroker:
     )
     top = build_service(config, reactor)
     top.startService()
+    await top.broker.when_ready()
     await top.listeners[0].listening
     return RunningBroker(top, config)
 

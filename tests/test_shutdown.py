@@ -105,7 +105,7 @@ async def test_requests_after_stop_are_refused(broker_factory: Callable[..., Any
     running = await broker_factory()
     broker = running.broker
     stopping = running.top.stopService()
-    response = await broker.handle(p.Produce("late", b"k", b"v")).addTimeout(
+    response = await running.factory.handler.handle(p.Produce("late", b"k", b"v")).addTimeout(
         TIMEOUT, running.factory.reactor
     )
     await defer.maybeDeferred(lambda: stopping).addTimeout(TIMEOUT, running.factory.reactor)
@@ -134,8 +134,8 @@ def test_sigterm_leaves_no_recovery_for_the_next_start(tmp_path: Path) -> None:
     assert (data / CLEAN_SHUTDOWN_MARKER).exists()
 
     with Twistd(args, twistd_args=JOURNAL) as second:
-        port = second.port()
         second.wait_for("storage ready")
+        port = second.port()
         stored = call_many(port, [p.Metadata(("orders",))])[0]
         assert isinstance(stored, p.MetadataResult)
         assert sum(part.high_watermark for part in stored.topics[0].partitions) == 50
@@ -154,8 +154,8 @@ def test_sigkill_makes_the_next_start_recover(tmp_path: Path) -> None:
     assert not (data / CLEAN_SHUTDOWN_MARKER).exists()
 
     with Twistd(args, twistd_args=JOURNAL) as second:
-        port = second.port()
         line = second.wait_for("unclean shutdown detected")
+        port = second.port()
         assert line.string.startswith("[rustka.broker.core.Broker#warn] ")
         stored = call_many(port, [p.Metadata(("orders",))])[0]
         assert isinstance(stored, p.MetadataResult)

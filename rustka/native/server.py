@@ -18,7 +18,6 @@ group commit, but a read waits for the writes before it and vice versa.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from typing import Any
 
@@ -34,11 +33,7 @@ from rustka.config import Config
 from rustka.errors import InvalidRequest
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
-
-_LENGTH = struct.Struct("!I")
-# A whole Produced frame: length 13, tag 1, partition, offset.
-_PRODUCED_FRAME = struct.Struct("!IBIQ")
-_PRODUCED_LENGTH = 13
+from rustka.native.handlers import NativeHandler
 
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic}
@@ -187,13 +182,13 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         cost = self._output_cost(request)
         slot[1] = cost
         self._reserved += cost
-        self.factory.broker.handle(request).addCallback(self._completed, slot)
+        self.factory.handler.handle(request).addCallback(self._completed, slot)
 
     def _send_burst(self) -> None:
         requests, slots = self._burst, self._burst_slots
         self._burst = []
         self._burst_slots = []
-        self.factory.broker.produce_many(requests, slots, self._produced)
+        self.factory.handler.produce_many(requests, slots, self._produced)
 
     def _produced(self, slots: list[list[Any]], responses: list[p.Response]) -> None:
         self._run_pending -= len(slots)
@@ -238,17 +233,12 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         """Write every answered response at the head of the queue, in one writeSequence."""
         slots = self._slots
         out: list[bytes] = []
-        produced = p.Produced
-        pack_produced = _PRODUCED_FRAME.pack
+        # The codec frames each response, prefix included (one struct call for a Produced).
+        frame = p.response_frame
         while slots and slots[0][0] is not None:
             response, cost = slots.popleft()
-            if type(response) is produced:
-                out.append(pack_produced(_PRODUCED_LENGTH, 1, response[0], response[1]))
-                continue
             self._reserved -= cost
-            parts = p.response_parts(response)
-            out.append(_LENGTH.pack(sum(len(part) for part in parts)))
-            out += parts
+            out += frame(response)
         if out:
             self.transport.writeSequence(out)
         if "in-flight" in self._reading_paused_by and (
@@ -346,6 +336,7 @@ class BrokerFactory(Factory):
 
             reactor = default_reactor
         self.broker = broker
+        self.handler = NativeHandler(broker)
         self.config = config
         self.reactor = reactor
         self.connections: set[BrokerProtocol] = set()

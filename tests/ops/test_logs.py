@@ -24,8 +24,8 @@ def test_daemon_logs_json_events_and_nothing_per_request(tmp_path: Path) -> None
     """Under twistd each line is a JSON event: start, listening, stop; none for 200 requests."""
     args = ["--data-dir", str(tmp_path / "data"), "--listen", "tcp:0:interface=127.0.0.1"]
     with Twistd(args, twistd_args=JSON) as daemon:
-        port = daemon.port()
         daemon.wait_for("storage ready")
+        port = daemon.port()
         responses = call_many(port, [p.Produce("clicks", b"k", b"v%d" % i) for i in range(150)])
         for _ in range(50):
             responses += call_many(port, [p.Produce("clicks", b"k", b"one more")])
@@ -36,13 +36,15 @@ def test_daemon_logs_json_events_and_nothing_per_request(tmp_path: Path) -> None
     events = [eventFromJSON(line) for line in daemon.output]
     assert all(json.loads(line)["log_format"] for line in daemon.output)
     texts = [formatEvent(event) for event in events]
-    ready = next(i for i, t in enumerate(texts) if t.startswith("storage ready in "))
+    # serving starts after the storage opened and the listeners bound, in either order
+    started = ("storage ready in ", "listening on ")
+    ready = max(i for i, t in enumerate(texts) if t.startswith(started))
     sigterm = next(i for i, t in enumerate(texts) if t == "Received SIGTERM, shutting down.")
     assert texts[ready + 1 : sigterm] == [], "no log lines while serving requests"
     assert any(t.startswith("listening on IPv4Address(type='TCP', host='127.0.0.1'") for t in texts)
     assert "broker stopped" in texts[sigterm:]
     by_text = {formatEvent(e): e for e in events}
-    assert by_text["broker stopped"]["log_namespace"] == "rustka.broker.core.BrokerService"
+    assert by_text["broker stopped"]["log_namespace"] == "rustka.broker.service.BrokerService"
     assert by_text["broker stopped"]["log_level"].name == "info"
     stored = next(e for e in events if e["log_format"].startswith("storage ready"))
     assert stored["topics"] == 0 and stored["data_dir"] == str((tmp_path / "data").resolve())

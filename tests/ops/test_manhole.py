@@ -122,7 +122,7 @@ async def manhole(broker_factory: Callable[..., Any], tmp_path: Path) -> AsyncIt
 
 async def _produce(running: Any, topic: str, *values: bytes) -> None:
     for value in values:
-        response = await running.broker.handle(p.Produce(topic, b"key", value))
+        response = await running.factory.handler.handle(p.Produce(topic, b"key", value))
         assert isinstance(response, p.Produced)
 
 
@@ -155,7 +155,8 @@ async def test_no_pty_session(manhole: Manhole) -> None:
 async def test_helpers_print_tables_over_ssh(manhole: Manhole) -> None:
     """partitions() and groups() print readable tables with the live offsets and lag."""
     await _produce(manhole.running, "orders", b"a", b"b", b"c", b"d")
-    assert await manhole.running.broker.handle(p.Commit("billing", "orders", 0, 1)) == p.CommitOk()
+    committed = await manhole.running.factory.handler.handle(p.Commit("billing", "orders", 0, 1))
+    assert committed == p.CommitOk()
     result = await manhole.ssh(b"partitions('orders')\ngroups()\n", user="admin")
     output = _text(result)
     assert result.returncode == 0, output
@@ -288,7 +289,7 @@ async def test_helpers_print_and_return_none(manhole: Manhole, capsys: Any) -> N
     running = manhole.running
     await _produce(running, "orders", b"a", b"bb")
     await _produce(running, "audit", b"x")
-    assert await running.broker.handle(p.Commit("billing", "orders", 0, 2)) == p.CommitOk()
+    assert await running.factory.handler.handle(p.Commit("billing", "orders", 0, 2)) == p.CommitOk()
     ns = admin_namespace(running.broker, running.factory, running.broker.io)
     assert ns["broker"] is running.broker and ns["factory"] is running.factory
 

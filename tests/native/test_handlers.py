@@ -1,4 +1,4 @@
-"""The broker without the network: requests in, responses out, never an errback."""
+"""The native handler over a real broker: requests in, responses out, never an errback."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.conftest import RunningBroker, within
 async def ask(broker: RunningBroker, request: p.Request) -> p.Response:
     from twisted.internet import reactor
 
-    return await broker.broker.handle(request).addTimeout(10, reactor)
+    return await broker.factory.handler.handle(request).addTimeout(10, reactor)
 
 
 @pytest_twisted.ensureDeferred
@@ -52,7 +52,7 @@ async def test_produce_batch_keeps_client_bytes_and_rewrites_offsets(
 async def test_long_poll_wakes_on_append(broker: RunningBroker) -> None:
     """A FetchBatch at the end waits, and returns as soon as a record arrives."""
     await ask(broker, p.CreateTopic("lp", 1))
-    waiting = broker.broker.handle(p.FetchBatch("lp", 0, 0, 1 << 20, 30_000))
+    waiting = broker.factory.handler.handle(p.FetchBatch("lp", 0, 0, 1 << 20, 30_000))
     assert not waiting.called
     await ask(broker, p.ProduceBatch("lp", 0, encode_batch([Record(b"k", b"v")])))
     answer = await waiting
@@ -76,11 +76,11 @@ async def test_concurrent_appends_share_a_lane_hop(broker: RunningBroker) -> Non
     """A burst of produces to one partition is coalesced into far fewer thread hops."""
     await ask(broker, p.Produce("g", b"same", b"warm-up"))
     answers = await defer.gatherResults(
-        [broker.broker.handle(p.Produce("g", b"same", b"%d" % i)) for i in range(500)]
+        [broker.factory.handler.handle(p.Produce("g", b"same", b"%d" % i)) for i in range(500)]
     )
     offsets = [a.offset for a in answers]
     assert offsets == list(range(1, 501))
-    lane = next(iter(broker.broker._lanes.values()))
+    lane = next(iter(broker.broker.appends.lanes.values()))
     assert lane.items == 501
     assert lane.hops < 50
 
@@ -145,12 +145,12 @@ class Collector:
 @pytest_twisted.ensureDeferred
 async def test_produce_many_stores_a_burst_in_one_write(broker: RunningBroker) -> None:
     """A partition's burst is one lane append of one-record batches with contiguous offsets."""
-    await within(broker.broker.handle(p.CreateTopic("burst", 1)))
+    await within(broker.factory.handler.handle(p.CreateTopic("burst", 1)))
     requests = [p.Produce("burst", b"k%d" % i, b"v%d" % i) for i in range(50)]
     tokens = list(range(50))
     collector = Collector(50)
     before = broker.broker.stats.completed.get("Produce", 0)
-    broker.broker.produce_many(requests, tokens, collector.reply)
+    broker.factory.handler.produce_many(requests, tokens, collector.reply)
     await within(collector.done)
     assert [collector.answers[i] for i in tokens] == [p.Produced(0, i) for i in range(50)]
     assert collector.calls == 1
@@ -171,12 +171,12 @@ async def test_produces_waiting_for_topic_creation_keep_their_order(
     collector = Collector(6)
     for burst in range(3):
         requests = [p.Produce("fresh", b"same", b"%d" % (burst * 2 + i)) for i in range(2)]
-        broker.broker.produce_many(requests, [burst * 2, burst * 2 + 1], collector.reply)
+        broker.factory.handler.produce_many(requests, [burst * 2, burst * 2 + 1], collector.reply)
     await within(collector.done)
     offsets = [collector.answers[i].offset for i in range(6)]  # type: ignore[attr-defined]
     assert offsets == list(range(6))
     responses = [
-        await within(broker.broker.handle(p.Fetch("fresh", collector.answers[i][0], i)))
+        await within(broker.factory.handler.handle(p.Fetch("fresh", collector.answers[i][0], i)))
         for i in range(6)
     ]
     assert [r.value for r in responses] == [b"%d" % i for i in range(6)]  # type: ignore[attr-defined]
@@ -189,7 +189,7 @@ async def test_produce_many_during_shutdown_answers_errors(broker: RunningBroker
     try:
         collector = Collector(2)
         requests = [p.Produce("late", b"k", b"v"), p.Produce("late", b"k", b"w")]
-        broker.broker.produce_many(requests, ["a", "b"], collector.reply)
+        broker.factory.handler.produce_many(requests, ["a", "b"], collector.reply)
         await within(collector.done)
     finally:
         broker.broker.accepting = True

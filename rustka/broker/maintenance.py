@@ -1,0 +1,168 @@
+"""Background work: interval flushing, retention (with segment_ms rolls), offsets compaction.
+
+Each pass runs every partition's work on that partition's lane, so it never
+races an append, and it must survive failures (docs/reliability.md): a pass
+never errbacks, one failing partition never stops the others, and a partition
+whose flush failed stays dirty so the next pass retries it. Every failure is
+counted in ``BrokerStats.background_failures`` by task and logged, at most once
+a minute per task and partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rustka.storage.partition_log import ms_now
+
+if TYPE_CHECKING:
+    from rustka.broker.core import Broker
+
+PartitionKey = tuple[str, int]
+OFFSETS_KEY: PartitionKey = ("__offsets", 0)
+
+FLUSH = "flush"
+RETENTION = "retention"
+OFFSETS_COMPACTION = "offsets_compaction"
+BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION)
+
+
+class Maintenance:
+    """The background passes of one broker; see the module docstring."""
+
+    log = Logger()
+
+    def __init__(self, core: Broker) -> None:
+        self._core = core
+        # Partitions (and OFFSETS_KEY) written since their last successful flush.
+        self.dirty: set[PartitionKey] = set()
+        self._flushing: set[PartitionKey] = set()
+
+    def flush_dirty(self) -> defer.Deferred[None]:
+        """For ``flush = "interval"``: fsync every partition written since its last flush.
+
+        A mark is cleared only when that partition's flush succeeded; a flush
+        still running from the previous pass is not queued twice.
+        """
+        core = self._core
+        work: list[defer.Deferred[None]] = []
+        for key in list(self.dirty):
+            if key in self._flushing:
+                continue
+            try:
+                if key == OFFSETS_KEY:
+                    offsets, lane = core.offsets, core.offsets_lane
+                    if offsets is None or lane is None:
+                        continue
+                    d = lane.submit(offsets.flush)
+                else:
+                    lane = core.appends.lanes.get(key)
+                    if lane is None:
+                        # the partition is gone (deleted topic): nothing left to flush
+                        self.dirty.discard(key)
+                        continue
+                    d = lane.submit(core.partition(*key).flush)
+            except Exception:
+                self.failed(Failure(), FLUSH, key)
+                continue
+            self._flushing.add(key)
+            work.append(d.addCallbacks(self._flushed, self._flush_failed, (key,), None, (key,)))
+        return _all(work)
+
+    def _flushed(self, _: Any, key: PartitionKey) -> None:
+        self._flushing.discard(key)
+        self.dirty.discard(key)
+
+    def _flush_failed(self, failure: Failure, key: PartitionKey) -> None:
+        self._flushing.discard(key)
+        self.failed(failure, FLUSH, key)
+
+    def enforce_retention(self) -> defer.Deferred[None]:
+        """Delete expired segments (rolling old active ones first, which is also how
+        ``segment_ms`` rolls an idle partition), partition by partition.
+
+        The offsets log is exempt from retention (an idle group must keep its
+        position); it is compacted instead, on its own lane, once superseded
+        commits dominate it.
+        """
+        core = self._core
+        logs = core.logs
+        if logs is None:
+            return defer.succeed(None)
+        now = ms_now()
+        work: list[defer.Deferred[None]] = []
+        for name, topic in list(logs.topics.items()):
+            for index, plog in enumerate(list(topic.partitions)):
+                key = (name, index)
+                try:
+                    d = core.appends.lane(name, index).submit(plog.enforce_retention, now)
+                except Exception:
+                    self.failed(Failure(), RETENTION, key)
+                    continue
+                work.append(
+                    d.addCallbacks(self._retained, self.failed, (key,), None, (RETENTION, key))
+                )
+        offsets, lane = core.offsets, core.offsets_lane
+        if offsets is not None and lane is not None:
+            try:
+                if offsets.needs_compaction():
+                    d = lane.submit(offsets.compact)
+                    work.append(
+                        d.addCallbacks(
+                            _ignore, self.failed, None, None, (OFFSETS_COMPACTION, OFFSETS_KEY)
+                        )
+                    )
+            except Exception:
+                self.failed(Failure(), OFFSETS_COMPACTION, OFFSETS_KEY)
+        return _all(work)
+
+    def _retained(self, deleted: list[int], key: PartitionKey) -> None:
+        if deleted:
+            self._core.stats.retention_deleted_segments += len(deleted)
+            self.log.info(
+                "retention deleted {count} segment(s) of {topic}/{partition}: base offsets {bases}",
+                count=len(deleted),
+                topic=key[0],
+                partition=key[1],
+                bases=deleted,
+            )
+
+    def failed(self, failure: Failure, task: str, key: PartitionKey | None = None) -> None:
+        """Count and (rate-limited) log one failed piece of background work."""
+        stats = self._core.stats.background_failures
+        stats[task] = stats.get(task, 0) + 1
+        where = "" if key is None else f"{key[0]}/{key[1]}"
+        if self._core.log_limiter.first_in_a_while(("background", task, where)):
+            self.log.error(
+                "background {task} failed{on}: {error} (it will be retried; "
+                "repeats of this message are suppressed for a minute)",
+                task=task,
+                on=f" for {where}" if where else "",
+                error=failure.getErrorMessage(),
+            )
+
+
+def guarded(task: str, maintenance: Maintenance, f: Callable[[], Any]) -> Callable[[], Any]:
+    """``f`` for a LoopingCall: an exception or errback is counted and logged, never
+    returned, because a LoopingCall stops for good at its first errback."""
+
+    def run() -> defer.Deferred[None]:
+        d = defer.maybeDeferred(f)
+        return d.addErrback(maintenance.failed, task)
+
+    return run
+
+
+def _ignore(_: Any) -> None:
+    return None
+
+
+def _all(work: list[defer.Deferred[None]]) -> defer.Deferred[None]:
+    """Fires when every piece of work is done; the pieces never errback."""
+    if not work:
+        return defer.succeed(None)
+    return defer.DeferredList(work, consumeErrors=True).addCallback(_ignore)

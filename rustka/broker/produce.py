@@ -1,0 +1,286 @@
+"""The one produce path: every append, from either front-end, goes through here.
+
+Two entry points share everything after routing:
+
+- `Appends.append_records` takes single records (the native seed Produce,
+  burst by burst): each record becomes its own one-record batch, the records of
+  one partition are concatenated into one payload, and ``reply(tokens,
+  partition, first_offset | Failure, context)`` answers them together.
+- `Appends.append` takes client-built record batches for one partition (native
+  ProduceBatch, Kafka Produce) and returns a Deferred of `AppendResult`.
+
+Both queue their payload on the partition's `Lane` (``append_to``), so
+concurrent appends to a partition, from any connection and either protocol,
+coalesce into one write and one fsync (group commit), and both finish in
+`Appends._appended`: bytes and records counted, the partition marked dirty for
+interval flushing, parked long-polls woken. Per-connection order is the
+front-end's job (it hands appends over in arrival order); the lane keeps that
+order on disk.
+
+Topics that do not exist yet are auto-created on the pool. Every append to a
+topic in creation waits in one queue and is replayed in arrival order once the
+topic exists, so order holds across the creation too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from rustka.broker.lanes import Lane
+from rustka.errors import RecordTooLarge, UnknownTopic
+from rustka.names import validate_topic
+from rustka.storage.partition_log import PartitionLog, ms_now
+from rustka.storage.record_batch import (
+    BatchHeader,
+    Record,
+    encode_batch,
+    parse_header,
+    validate_batches,
+)
+
+if TYPE_CHECKING:
+    from rustka.broker.core import Broker
+
+PartitionKey = tuple[str, int]
+KeyedRecord = tuple[str, bytes | None, bytes | None]
+"""``(topic, key, value)``: what `Appends.append_records` stores (a native Produce is one)."""
+
+RecordsReply = Callable[[list[Any], int, "int | Failure", Any], None]
+"""``reply(tokens, partition, first_offset_or_failure, context)``.
+
+Called on the reactor thread once per partition a burst touched (maybe before
+`append_records` returns). On success the tokens' records got consecutive
+offsets from ``first_offset``; a Failure applies to all of them (partition -1
+when the record never reached a partition).
+"""
+
+_new_tuple: Callable[..., Any] = tuple.__new__
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where `Appends.append` stored a payload of batches."""
+
+    base_offset: int
+    last_offset: int
+    log_start_offset: int
+
+
+def seed_batches(records: Sequence[KeyedRecord]) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    """Records as stored batches: each record its own one-record batch.
+
+    MISSION.md fixes that a native single-record Produce is stored as a
+    one-record batch (so a Kafka fetch serves it exactly as it was produced);
+    the burst still costs one write, since the batches are concatenated into
+    one payload for the lane. All get the broker's clock at arrival.
+    """
+    timestamp = ms_now()
+    make = _new_tuple
+    record = Record
+    batches = [
+        encode_batch([make(record, (key, value, (), None, None))], timestamp=timestamp)
+        for _, key, value in records
+    ]
+    validated: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    for batch in batches:
+        validated.append((pos, parse_header(batch)))
+        pos += len(batch)
+    return (batches[0] if len(batches) == 1 else b"".join(batches)), validated
+
+
+class Appends:
+    """The partition lanes and the auto-create queue of one broker; see the module docstring."""
+
+    def __init__(self, core: Broker) -> None:
+        self._core = core
+        self.lanes: dict[PartitionKey, Lane] = {}
+        # Topics being auto-created -> continuations waiting for them, in arrival order.
+        self._creating: dict[str, list[Callable[[Failure | None], None]]] = {}
+
+    # -- lanes -------------------------------------------------------------------
+
+    def lane(self, topic: str, partition: int) -> Lane:
+        """The serial lane that owns writes to one partition."""
+        key = (topic, partition)
+        lane = self.lanes.get(key)
+        if lane is None:
+            plog = self._core.partition(topic, partition)
+            lane = Lane(self._core.io, lambda items: _write_batches(plog, items))
+            self.lanes[key] = lane
+        return lane
+
+    # -- batches -------------------------------------------------------------------
+
+    def append(
+        self, topic: str, partition: int, batches: bytes | memoryview, *, auto_create: bool
+    ) -> defer.Deferred[AppendResult]:
+        """Validate ``batches`` now, then store them on the partition's lane."""
+        core = self._core
+        core.check_serving()
+        validate_topic(topic)
+        validated = validate_batches(batches)
+        limit = core.max_batch_bytes
+        for pos, header in validated:
+            if header.size > limit:
+                raise RecordTooLarge(
+                    f"the batch at position {pos} is {header.size} bytes, "
+                    f"above the broker's limit of {limit} bytes"
+                )
+        d: defer.Deferred[AppendResult] = defer.Deferred()
+        payload = bytes(batches) if isinstance(batches, memoryview) else batches
+
+        def go(failure: Failure | None) -> None:
+            if failure is not None:
+                d.errback(failure)
+                return
+            try:
+                core.check_serving()
+                plog = core.partition(topic, partition)
+                lane = self.lane(topic, partition)
+            except Exception:
+                d.errback(Failure())
+                return
+            lane.append_to(
+                (payload, validated),
+                self._appended,
+                ((topic, partition), len(payload), _batches_appended, (d, plog)),
+            )
+
+        self._when_topic(topic, auto_create, go)
+        return d
+
+    # -- single records ------------------------------------------------------------
+
+    def append_records(
+        self,
+        records: Sequence[KeyedRecord],
+        tokens: list[Any],
+        reply: RecordsReply,
+        context: Any,
+    ) -> None:
+        """Route each record by its key and queue one append per partition touched."""
+        try:
+            self._core.check_serving()
+        except Exception:
+            reply(tokens, -1, Failure(), context)
+            return
+        topics = self._core.topics
+        creating = self._creating
+        groups: dict[PartitionKey, tuple[list[KeyedRecord], list[Any]]] = {}
+        for record, token in zip(records, tokens, strict=True):
+            name = record[0]
+            topic = topics.get(name)
+            if topic is None or (creating and name in creating):
+                self._records_after_creation(record, token, reply, context)
+                continue
+            partitions = topic.partitions
+            partition = 0 if len(partitions) == 1 else topic.partition_for_key(record[1])
+            key = (name, partition)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = ([record], [token])
+            else:
+                group[0].append(record)
+                group[1].append(token)
+        lanes = self.lanes
+        for key, (recs, toks) in groups.items():
+            try:
+                lane = lanes.get(key) or self.lane(*key)
+                payload, validated = seed_batches(recs)
+            except Exception:
+                reply(toks, key[1], Failure(), context)
+                continue
+            lane.append_to(
+                (payload, validated),
+                self._appended,
+                (key, len(payload), _records_appended, (toks, reply, context)),
+            )
+
+    def _records_after_creation(
+        self, record: KeyedRecord, token: Any, reply: RecordsReply, context: Any
+    ) -> None:
+        def go(failure: Failure | None) -> None:
+            if failure is not None:
+                reply([token], -1, failure, context)
+            else:
+                self.append_records([record], [token], reply, context)
+
+        self._when_topic(record[0], True, go)
+
+    # -- shared ----------------------------------------------------------------------
+
+    def _when_topic(
+        self, name: str, auto_create: bool, then: Callable[[Failure | None], None]
+    ) -> None:
+        """Call ``then(None)`` once ``name`` exists (now, or after its creation), in order
+        with every other append waiting for the same topic; ``then(failure)`` if it
+        cannot exist."""
+        waiting = self._creating.get(name)
+        if waiting is not None:
+            waiting.append(then)
+            return
+        core = self._core
+        if name in core.topics:
+            then(None)
+            return
+        try:
+            validate_topic(name)
+            if not auto_create:
+                raise UnknownTopic(f"unknown topic {name!r}")
+            created = core.auto_create_topic(name)
+        except Exception:
+            then(Failure())
+            return
+        self._creating[name] = [then]
+        created.addBoth(self._created, name)
+
+    def _created(self, result: Any, name: str) -> None:
+        waiting = self._creating.pop(name)
+        failure = result if isinstance(result, Failure) else None
+        for then in waiting:
+            then(failure)
+
+    def _appended(self, result: Any, context: tuple[PartitionKey, int, Any, Any]) -> None:
+        """The bookkeeping every append shares, then the entry point's own answer."""
+        key, size, sink, sink_context = context
+        if type(result) is not Failure:
+            first, last = result
+            core = self._core
+            stats = core.stats
+            stats.bytes_in += size
+            stats.records_in += last - first + 1
+            if core.flush_interval:
+                core.maintenance.dirty.add(key)
+            core.waiters.wake(key)
+        sink(result, key, sink_context)
+
+
+def _write_batches(
+    plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]]]]
+) -> list[tuple[int, int]]:
+    """Runs on the pool: one coalesced write (and fsync) for queued appends."""
+    return plog.append_many([item[0] for item in items], [item[1] for item in items])
+
+
+def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) -> None:
+    tokens, reply, reply_context = context
+    if type(result) is Failure:
+        reply(tokens, key[1], result, reply_context)
+    else:
+        reply(tokens, key[1], result[0], reply_context)
+
+
+def _batches_appended(
+    result: Any, key: PartitionKey, context: tuple[defer.Deferred[AppendResult], PartitionLog]
+) -> None:
+    d, plog = context
+    if type(result) is Failure:
+        d.errback(result)
+    else:
+        d.callback(AppendResult(result[0], result[1], plog.log_start_offset))

@@ -1,0 +1,236 @@
+"""Native requests to broker core calls, and core results and errors to native responses.
+
+`NativeHandler.handle` is the per-request path of the native protocol
+(docs/protocol.md): one dict lookup to dispatch, one callback/errback pair for
+the accounting, and a Deferred that never errbacks: every error becomes the
+response the protocol prescribes (tag 4 ``Error`` for seed ops, tag 14
+``Failure`` or 15 ``OutOfRange`` for extensions, see `codec.error_response`).
+
+Seed Produce requests that arrive together skip `handle`: `produce_many` hands
+the whole burst to `Broker.append_records`, which answers per partition, so a
+one-record request costs no Deferred chain of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+import rustka
+from rustka.broker.core import AppendResult, Broker, ReadResult, TopicInfo
+from rustka.errors import OffsetOutOfRange
+from rustka.native import codec as p
+from rustka.storage.record_batch import Record
+
+_PRODUCE = "Produce"
+_new_tuple: Callable[..., Any] = tuple.__new__
+_PRODUCE_TEMPLATE = p.Produce("", b"", b"")
+
+Reply = Callable[[list[Any], list[p.Response]], None]
+"""``reply(tokens, responses)``: how `NativeHandler.produce_many` hands answers back."""
+
+
+def _fire_first(tokens: list[Any], responses: list[p.Response]) -> None:
+    tokens[0].callback(responses[0])
+
+
+class NativeHandler:
+    """Serves native requests over one `Broker`; see the module docstring."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.stats = broker.stats
+        self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
+            p.Produce: self._produce,
+            p.Fetch: self._fetch,
+            p.Commit: self._commit,
+            p.OffsetFetch: self._offset_fetch,
+            p.Hello: self._hello,
+            p.ProduceBatch: self._produce_batch,
+            p.FetchBatch: self._fetch_batch,
+            p.Metadata: self._metadata,
+            p.CreateTopic: self._create_topic,
+            p.AlterTopic: self._alter_topic,
+            p.ListGroups: self._list_groups,
+            p.DescribeGroup: self._describe_group,
+        }
+        # DeleteTopic (op 13) joins the codec with Kafka's DeleteTopics (issue 11).
+        delete_topic = getattr(p, "DeleteTopic", None)
+        if delete_topic is not None:
+            self._handlers[delete_topic] = self._delete_topic
+
+    # -- entry points ----------------------------------------------------------------
+
+    def handle(self, request: p.Request) -> defer.Deferred[p.Response]:
+        """The response for ``request``; the Deferred never errbacks."""
+        name = type(request).__name__
+        stats = self.stats
+        stats.requests[name] = stats.requests.get(name, 0) + 1
+        started = time.perf_counter()
+        try:
+            self.broker.check_serving()
+            result = self._handlers[type(request)](request)
+        except Exception:
+            result = self._error(request, Failure())
+        if isinstance(result, defer.Deferred):
+            return result.addCallbacks(
+                self._done,
+                self._failed,
+                callbackArgs=(name, started),
+                errbackArgs=(request, name, started),
+            )
+        return defer.succeed(self._done(result, name, started))
+
+    def produce_many(self, requests: list[p.Produce], tokens: list[Any], reply: Reply) -> None:
+        """Seed Produce requests that arrived together: one lane append per partition.
+
+        ``reply(tokens, responses)`` is called on the reactor thread once per
+        partition touched (possibly before this returns), with the tokens of
+        that partition's requests in arrival order and their responses
+        (`Produced`, or `Error` like `handle` would answer). Each request is
+        counted and timed in the stats as if it went through `handle`.
+        """
+        stats = self.stats
+        stats.requests[_PRODUCE] = stats.requests.get(_PRODUCE, 0) + len(requests)
+        self.broker.append_records(
+            requests, tokens, self._records_stored, (reply, time.perf_counter())
+        )
+
+    # -- accounting ------------------------------------------------------------------------
+
+    def _done(self, response: p.Response, name: str, started: float) -> p.Response:
+        self.stats.answered(name, time.perf_counter() - started)
+        return response
+
+    def _failed(
+        self, failure: Failure, request: p.Request, name: str, started: float
+    ) -> p.Response:
+        return self._done(self._error(request, failure), name, started)
+
+    def _error(self, request: p.Request, failure: Failure) -> p.Response:
+        name = type(request).__name__
+        self.stats.errors[name] = self.stats.errors.get(name, 0) + 1
+        return p.error_response(request, self.broker.report_error(failure, name))
+
+    def _records_stored(
+        self,
+        tokens: list[Any],
+        partition: int,
+        result: int | Failure,
+        context: tuple[Reply, float | None],
+    ) -> None:
+        """`Broker.append_records` answered for one partition: build the responses."""
+        reply, started = context
+        if type(result) is Failure:
+            responses = [self._error(_PRODUCE_TEMPLATE, result) for _ in tokens]
+        else:
+            make = _new_tuple
+            produced = p.Produced
+            first = result
+            responses = [make(produced, (partition, first + i)) for i in range(len(tokens))]
+        if started is not None:
+            self.stats.answered(_PRODUCE, time.perf_counter() - started, len(tokens))
+        reply(tokens, responses)
+
+    # -- seed operations -----------------------------------------------------------------
+
+    def _produce(self, req: p.Produce) -> defer.Deferred[p.Response]:
+        d: defer.Deferred[p.Response] = defer.Deferred()
+        # `handle` does the accounting: no start time here.
+        self.broker.append_records([req], [d], self._records_stored, (_fire_first, None))
+        return d
+
+    def _fetch(self, req: p.Fetch) -> defer.Deferred[p.Response]:
+        def found(record: Record | None) -> p.Response:
+            if record is None:
+                return p.NotFound()
+            return p.FetchedRecord(req.offset, record.key or b"", record.value or b"")
+
+        return self.broker.read_record(req.topic, req.partition, req.offset).addCallback(found)
+
+    def _commit(self, req: p.Commit) -> defer.Deferred[p.Response]:
+        d = self.broker.commit_offsets(req.group, {(req.topic, req.partition): req.offset})
+        return d.addCallback(lambda _: p.CommitOk())
+
+    def _offset_fetch(self, req: p.OffsetFetch) -> p.Response:
+        key = (req.topic, req.partition)
+        offset = self.broker.committed_offsets(req.group, [key]).get(key)
+        return p.NotFound() if offset is None else p.Offset(offset)
+
+    # -- extensions ----------------------------------------------------------------------
+
+    def _hello(self, req: p.Hello) -> p.Response:
+        version = max(1, min(req.version, p.PROTOCOL_VERSION))
+        ops = p.SEED_OPS if version == 1 else (*p.SEED_OPS, *p.EXTENSION_OPS)
+        return p.Welcome(version, f"rustka {rustka.__version__}", tuple(ops))
+
+    def _produce_batch(self, req: p.ProduceBatch) -> defer.Deferred[p.Response]:
+        def produced(result: AppendResult) -> p.Response:
+            return p.BatchProduced(req.partition, result.base_offset, result.last_offset)
+
+        d = self.broker.append(req.topic, req.partition, req.batches, auto_create=True)
+        return d.addCallback(produced)
+
+    def _fetch_batch(self, req: p.FetchBatch) -> defer.Deferred[p.Response]:
+        broker = self.broker
+        start, end = broker.bounds(req.topic, req.partition)
+        if not start <= req.offset <= end:
+            raise OffsetOutOfRange(req.offset, start, end)
+        max_bytes = max(1, min(req.max_bytes, broker.config.fetch_max_bytes))
+        wait_ms = min(req.max_wait_ms, broker.config.fetch_max_wait_ms)
+        position = (req.topic, req.partition, req.offset)
+        if req.offset == end and wait_ms > 0:
+            d = broker.wait_for_data([position], wait_ms / 1000)
+            d.addCallback(lambda _: broker.read(*position, max_bytes))
+        else:
+            d = broker.read(*position, max_bytes)
+        return d.addCallback(_batches)
+
+    def _metadata(self, req: p.Metadata) -> p.Response:
+        topics = self.broker.topics_snapshot(req.topics or None)
+        return p.MetadataResult(
+            tuple(
+                p.TopicMetadata(
+                    info.name,
+                    tuple(
+                        p.PartitionMetadata(part.log_start_offset, part.high_watermark)
+                        for part in info.partitions
+                    ),
+                )
+                for info in topics
+            )
+        )
+
+    def _create_topic(self, req: p.CreateTopic) -> defer.Deferred[p.Response]:
+        return self.broker.create_topic(req.topic, req.partitions).addCallback(_topic_info)
+
+    def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
+        return self.broker.alter_topic(req.topic, req.partitions).addCallback(_topic_info)
+
+    def _delete_topic(self, req: Any) -> defer.Deferred[p.Response]:
+        deleted = p.TopicDeleted  # type: ignore[attr-defined]
+        return self.broker.delete_topic(req.topic).addCallback(lambda _: deleted(req.topic))
+
+    def _list_groups(self, req: p.ListGroups) -> p.Response:
+        return p.Groups(tuple(self.broker.group_names()))
+
+    def _describe_group(self, req: p.DescribeGroup) -> p.Response:
+        offsets = tuple(
+            p.GroupOffset(e.topic, e.partition, e.committed, e.log_start, e.high_watermark)
+            for e in self.broker.group_offsets(req.group)
+        )
+        return p.GroupOffsets(req.group, offsets)
+
+
+def _batches(result: ReadResult) -> p.Response:
+    chunks = result.chunks
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return p.Batches(result.log_start_offset, result.high_watermark, data)
+
+
+def _topic_info(info: TopicInfo) -> p.Response:
+    return p.TopicInfo(info.name, len(info.partitions))
