@@ -469,14 +469,11 @@ class Broker:
             return defer.succeed(OffsetAtTime(plog.end_offset, -1))
         if timestamp < 0:
             raise InvalidRequest(f"invalid timestamp {timestamp}: use -2, -1 or a time in ms")
-        lookup = getattr(plog, "offset_for_timestamp", None)
-        if lookup is None:
-            raise InvalidRequest("listing offsets by timestamp needs the time index (not built)")
 
         def found(hit: tuple[int, int] | None) -> OffsetAtTime | None:
             return None if hit is None else OffsetAtTime(hit[0], hit[1])
 
-        return self._run(lookup, timestamp).addCallback(found)
+        return self._run(plog.offset_for_timestamp, timestamp).addCallback(found)
 
     # -- topic admin -------------------------------------------------------------------------
 

@@ -178,14 +178,14 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
     host, port = advertised_address(ctx)
 
     async def answer() -> Body:
-        counts = broker.partition_counts()
+        counts = {t.name: len(t.partitions) for t in broker.topics_snapshot()}
         topics: list[Body] = []
         for name in sorted(counts) if names is None else names:
             count = counts.get(name)
-            if count is None and allow_create and broker.auto_create_enabled:
+            if count is None and allow_create and broker.config.auto_create_topics:
                 try:
-                    await broker.ensure_topic(name)
-                    count = broker.partition_counts().get(name)
+                    topic = await broker.auto_create_topic(name)
+                    count = len(topic.partitions)
                 except Exception as exc:
                     topics.append({"error_code": error_code(exc), "name": name, "partitions": []})
                     continue
@@ -199,7 +199,7 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": 0, "host": host, "port": port, "rack": None}],
-            "cluster_id": broker.cluster_id,
+            "cluster_id": await ctx.factory.cluster_id(),
             "controller_id": 0,
             "topics": topics,
         }
@@ -321,7 +321,7 @@ def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body:
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
-        "producer_id": ctx.broker.new_producer_id(),
+        "producer_id": ctx.factory.new_producer_id(),
         "producer_epoch": 0,
     }
 
@@ -381,27 +381,29 @@ async def _read_all(
         limit = min(part_max, left)
         try:
             if limit <= 0 and progressed:
-                hw = broker.offsets_of(topic, partition)
-                out.append((_fetch_partition(partition, 0, hw[1], hw[0], []), 0))
+                start, hw = broker.bounds(topic, partition)
+                out.append((_fetch_partition(partition, 0, hw, start, []), 0))
                 continue
-            result = await broker.read(
-                topic, partition, offset, max(limit, 1), whole_first=not progressed
-            )
+            result = await broker.read(topic, partition, offset, max(limit, 1))
         except Exception as exc:
             code = error_code(exc)
             hw, start = -1, -1
             with contextlib.suppress(Exception):
-                start, hw = broker.offsets_of(topic, partition)
+                start, hw = broker.bounds(topic, partition)
             out.append((_fetch_partition(partition, code, hw, start, []), 0))
             continue
-        size = sum(len(c) for c in result.chunks)
+        chunks = list(result.chunks)
+        size = sum(len(c) for c in chunks)
+        if progressed and size > limit:
+            # Only the response's first batch may exceed the limits (Kafka's rule).
+            chunks, size = [], 0
         if size:
             progressed = True
             left -= size
         out.append(
             (
                 _fetch_partition(
-                    partition, 0, result.high_watermark, result.log_start_offset, result.chunks
+                    partition, 0, result.high_watermark, result.log_start_offset, chunks
                 ),
                 size,
             )
@@ -439,8 +441,9 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
             for part in topic["partitions"]:
                 index = part["partition_index"]
                 try:
-                    offset, timestamp = await broker.list_offset(
-                        topic["name"], index, part["timestamp"]
+                    found = await broker.list_offset(topic["name"], index, part["timestamp"])
+                    offset, timestamp = (
+                        (_NONE, _NONE) if found is None else (found.offset, found.timestamp)
                     )
                     parts.append(
                         {
@@ -470,25 +473,16 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
 # -- CreateTopics (19), DeleteTopics (20), DescribeConfigs (32) ------------------
 
 
-#: Topic configs rustka reports, from the broker-wide settings (docs/kafka.md).
-def topic_configs(config: Any) -> dict[str, str]:
-    log = config.log_config() if hasattr(config, "log_config") else None
-    retention_ms = getattr(log, "retention_ms", None) if log else config.retention_ms
-    retention_bytes = getattr(log, "retention_bytes", None) if log else config.retention_bytes
-    segment_bytes = getattr(log, "segment_bytes", None) if log else config.segment_bytes
-    return {
-        "cleanup.policy": "delete",
-        "retention.ms": str(-1 if retention_ms is None else retention_ms),
-        "retention.bytes": str(-1 if retention_bytes is None else retention_bytes),
-        "segment.bytes": str(segment_bytes),
-    }
+def broker_topic_configs(broker: Any) -> dict[str, str]:
+    """The settings every topic has, in Kafka's names (docs/kafka.md, "Topic configs")."""
+    return broker.default_topic_configs()
 
 
 @handler(19)
 def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
     validate_only = body.get("validate_only", False)
-    current = topic_configs(ctx.factory.config)
+    current = broker_topic_configs(broker)
 
     async def one(topic: Body) -> Body:
         name = topic["name"]
@@ -517,7 +511,7 @@ def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
                 )
         try:
             if validate_only:
-                broker.validate_new_topic(name, count)
+                _validate_new_topic(broker, name, count)
             else:
                 await broker.create_topic(name, count)
         except Exception as exc:
@@ -529,6 +523,17 @@ def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
         return {"throttle_time_ms": 0, "topics": results}
 
     return defer.ensureDeferred(answer())
+
+
+def _validate_new_topic(broker: Any, name: str, count: int) -> None:
+    """CreateTopics' validate_only: every check creation makes, and no change."""
+    from rustka.names import validate_topic
+    from rustka.storage.topic import check_partition_count
+
+    validate_topic(name)
+    check_partition_count(count)
+    if name in {t.name for t in broker.topics_snapshot()}:
+        raise errors.TopicExists(f"topic {name!r} already exists")
 
 
 def _created(name: str, code: int, message: str | None) -> Body:
@@ -555,8 +560,8 @@ def delete_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
 @handler(32)
 def describe_configs(ctx: RequestContext, version: int, body: Body) -> Body:
     broker = ctx.broker
-    configs = topic_configs(ctx.factory.config)
-    counts = broker.partition_counts()
+    configs = broker_topic_configs(broker)
+    counts = {t.name for t in broker.topics_snapshot()}
     results: list[Body] = []
     for res in body["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
