@@ -87,7 +87,15 @@ _DURATION_KEYS = {
     "idle_timeout_ms",
     "shutdown_timeout_ms",
 }
-_OPTIONAL_KEYS = {"retention_bytes", "retention_ms", "segment_ms", "manhole", "metrics"}
+_OPTIONAL_KEYS = {
+    "retention_bytes",
+    "retention_ms",
+    "segment_ms",
+    "manhole",
+    "metrics",
+    "advertised_host",
+    "advertised_port",
+}
 
 
 @dataclass
@@ -96,6 +104,7 @@ class Config:
 
     data_dir: str = "data"
     listen: list[str] = field(default_factory=lambda: [DEFAULT_LISTEN])
+    backlog: int = 1024
     default_partitions: int = 3
     max_partitions: int = 4000
     auto_create_topics: bool = True
@@ -121,6 +130,13 @@ class Config:
     manhole_host_key: str | None = None
     metrics: str | None = None
     log_format: str = "text"
+    kafka_enabled: bool = True
+    kafka_listen: list[str] = field(default_factory=list)
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    group_initial_rebalance_delay_ms: int = 0
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
 
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
@@ -155,14 +171,22 @@ class Config:
             return parse_size(key, value)
         if key in _DURATION_KEYS:
             return parse_duration_ms(key, value)
-        if key == "listen":
+        if key in ("listen", "kafka_listen"):
             items = [value] if isinstance(value, str) else value
             if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-                raise ConfigError("listen: expected an endpoint string or a list of them")
+                raise ConfigError(f"{key}: expected an endpoint string or a list of them")
             return list(items)
         expected = type(getattr(Config(), key))
-        if key in {"manhole", "manhole_authorized_keys", "manhole_host_key", "metrics"}:
+        if key in {
+            "manhole",
+            "manhole_authorized_keys",
+            "manhole_host_key",
+            "metrics",
+            "advertised_host",
+        }:
             expected = str
+        if key == "advertised_port":
+            expected = int
         if expected is bool and not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {value!r}")
         if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
@@ -194,6 +218,7 @@ class Config:
             "flush_interval_ms": self.flush_interval_ms,
             "retention_check_interval_ms": self.retention_check_interval_ms,
             "idle_timeout_ms": self.idle_timeout_ms,
+            "backlog": self.backlog,
         }
         for key, value in positive.items():
             if value < 1:
@@ -202,6 +227,19 @@ class Config:
             raise ConfigError(
                 f"max_frame_bytes: must be between 1KiB and 1GiB, got {self.max_frame_bytes}"
             )
+        if self.advertised_port is not None and not 1 <= self.advertised_port <= 65_535:
+            raise ConfigError(f"advertised_port: expected 1-65535, got {self.advertised_port}")
+        if self.kafka_listen and not self.kafka_enabled:
+            raise ConfigError("kafka_listen: set, but kafka_enabled is false")
+        if not 0 <= self.group_initial_rebalance_delay_ms <= 300_000:
+            raise ConfigError("group_initial_rebalance_delay_ms: expected 0 to 300000")
+        if not 1 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise ConfigError(
+                "group_min_session_timeout_ms must be at least 1 and at most "
+                "group_max_session_timeout_ms"
+            )
+        if self.backlog > 65_535:
+            raise ConfigError(f"backlog: at most 65535 (the kernel's limit), got {self.backlog}")
         if self.default_partitions > 10_000:
             raise ConfigError("default_partitions: at most 10000")
         if self.segment_bytes > 2**32 - 1:

@@ -23,7 +23,6 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from twisted.application import service
 from twisted.conch import manhole, manhole_ssh
 from twisted.conch.checkers import IAuthorizedKeysDB, SSHPublicKeyChecker
 from twisted.conch.error import ConchError
@@ -42,6 +41,7 @@ from rustka.config import ConfigError
 from rustka.errors import UnknownTopic
 from rustka.names import validate_topic
 from rustka.native import codec as p
+from rustka.ops.listeners import Listener
 
 MAX_AUTHORIZED_KEYS_BYTES = 1024 * 1024
 """An authorized_keys file larger than this is a mistake (or an attack), not a key list."""
@@ -261,10 +261,9 @@ def manhole_service(
     host_key: Path,
     namespace: dict[str, Any],
     reactor: Any,
-) -> service.Service:
+    backlog: int | None = None,
+) -> Listener:
     """The manhole as a listener service; keys are checked now, so a bad setup fails fast."""
-    from rustka.ops.tap import ListenerService
-
     authorized = load_authorized_keys(Path(authorized_keys))
     key = load_or_create_host_key(Path(host_key))
     _log.info(
@@ -272,7 +271,8 @@ def manhole_service(
         fingerprint=key.fingerprint(keys.FingerprintFormats.SHA256_BASE64),
         count=len(authorized),
     )
-    return ListenerService(endpoint, "manhole", _factory(authorized, key, namespace), reactor)
+    factory = _factory(authorized, key, namespace)
+    return Listener(endpoint, "manhole", factory, reactor, backlog=backlog)
 
 
 # -- admin helpers ------------------------------------------------------------------

@@ -29,11 +29,11 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector, CollectorRegistry
-from twisted.application import service
 from twisted.web import pages, resource, server
 
-from rustka.broker.core import LATENCY_BUCKETS
+from rustka.broker.stats import LATENCY_BUCKETS
 from rustka.native import codec as p
+from rustka.ops.listeners import Listener
 from rustka.ops.manhole import group_offsets
 
 
@@ -220,11 +220,12 @@ def metrics_registry(broker: Any, factory: Any, io: Any) -> CollectorRegistry:
 
 
 def metrics_service(
-    endpoint: str, broker: Any, factory: Any, io: Any, reactor: Any
-) -> service.Service:
-    """An HTTP listener serving /metrics (and 404 elsewhere) on ``endpoint``."""
-    from rustka.ops.tap import ListenerService
+    endpoint: str, broker: Any, factory: Any, io: Any, reactor: Any, backlog: int | None = None
+) -> Listener:
+    """An HTTP listener serving /metrics (and 404 elsewhere) on ``endpoint``.
 
+    It binds at once, before the storage opens, so a long recovery can be watched.
+    """
     root = _Root()
     root.putChild(b"metrics", MetricsPage(metrics_registry(broker, factory, io)))
-    return ListenerService(endpoint, "metrics", QuietSite(root), reactor)
+    return Listener(endpoint, "metrics", QuietSite(root), reactor, backlog=backlog)

@@ -1,97 +1,45 @@
-"""`twistd rustka`: command-line options and the service tree.
+"""`twistd rustka` and `rustka serve`: one set of options and one service tree.
 
 The plugin file in `twisted/plugins/` only names this module, so twistd stays
-cheap to start and the reactor is never imported early. `rustka serve` builds
-the very same tree through `build_service`.
+cheap to start and the reactor is never imported early. `rustka serve` parses
+its arguments with the same `Options` and runs the same `makeService` under a
+reactor (rustka.ops.cli), so each flag is defined once.
 
-Service order matters: the broker service (thread pool + storage) starts
-first, then the listeners; stopping goes the other way, and the broker service
-itself drains its lanes before the pool stops.
+Start order (docs/operations.md, "Run it under systemd"): the metrics and
+manhole listeners bind first, so they answer during a long recovery; the
+broker service opens the storage; the broker's own listeners bind only once
+the storage is open (a client that connects earlier waits in the kernel's
+listen backlog); READY=1 goes to systemd once every broker listener is
+listening. If the storage cannot be opened, or a broker listener cannot bind,
+the process logs why and ends with status 1 with nothing left listening.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import getopt
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from twisted.application import service
-from twisted.internet import defer, endpoints
-from twisted.internet.interfaces import IListeningPort
+from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python import usage
+from twisted.python.failure import Failure
 
-from rustka.broker.core import BrokerService
+from rustka.broker.groups import GroupCoordinator
+from rustka.broker.service import BrokerService
 from rustka.config import Config, ConfigError
+from rustka.kafka.server import KafkaFactory
 from rustka.native.server import BrokerFactory
+from rustka.ops.listeners import Listener, effective_backlog
+from rustka.ops.protocol_switch import ProtocolSwitchFactory
 
-
-class ListenerService(service.Service):
-    """Listen on one endpoint string; keeps the bound port public (tests use port 0)."""
-
-    log = Logger()
-
-    def __init__(self, description: str, setting: str, factory: Any, reactor: Any) -> None:
-        self.description = description
-        self.factory = factory
-        self._reactor = reactor
-        try:
-            self.endpoint = endpoints.serverFromString(reactor, description)
-        except (KeyError, IndexError) as e:
-            if not description.startswith("systemd:"):
-                raise ConfigError(f"{setting}: bad endpoint {description!r}: {e!r}") from e
-            names = os.environ.get("LISTEN_FDNAMES", "(not set)")
-            raise ConfigError(
-                f"{setting}: {description!r}: systemd passed no matching socket "
-                f"(LISTEN_FDNAMES={names}); start rustka through its .socket unit"
-            ) from e
-        except (ValueError, TypeError, ImportError) as e:
-            raise ConfigError(f"{setting}: bad endpoint {description!r}: {e}") from e
-        self.port: IListeningPort | None = None
-        self.listening: defer.Deferred[IListeningPort] = defer.Deferred()
-
-    def privilegedStartService(self) -> None:
-        super().privilegedStartService()
-        self._listen()
-
-    def startService(self) -> None:
-        super().startService()
-        if self.port is None and not self.listening.called:
-            self._listen()
-
-    def _listen(self) -> None:
-        if getattr(self, "_listen_started", False):
-            return
-        self._listen_started = True
-        d = self.endpoint.listen(self.factory)
-
-        def bound(port: IListeningPort) -> IListeningPort:
-            self.port = port
-            self.log.info("listening on {address}", address=str(port.getHost()))
-            self.listening.callback(port)
-            return port
-
-        def failed(failure: Any) -> None:
-            self.log.failure(
-                "cannot listen on {description}", failure, description=self.description
-            )
-            self.listening.errback(failure)
-            self._stop_reactor()
-
-        d.addCallbacks(bound, failed)
-
-    def _stop_reactor(self) -> None:
-        if self._reactor.running:
-            self._reactor.stop()
-        else:
-            self._reactor.callWhenRunning(self._reactor.stop)
-
-    def stopService(self) -> defer.Deferred[None] | None:
-        super().stopService()
-        if self.port is not None:
-            port, self.port = self.port, None
-            return defer.maybeDeferred(port.stopListening)
-        return None
+_log = Logger(namespace="rustka.ops.tap")
 
 
 class _ShutdownConnections(service.Service):
@@ -105,55 +53,219 @@ class _ShutdownConnections(service.Service):
         return self.factory.close_all(self.factory.config.shutdown_timeout_ms / 1000)
 
 
-def build_service(config: Config, reactor: Any = None) -> service.MultiService:
+class _StopGroups(service.Service):
+    """Answers every group request still waiting (JoinGroup, SyncGroup) before the drain."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def stopService(self) -> None:
+        super().stopService()
+        if self.broker.groups is not None:
+            self.broker.groups.close()
+
+
+class BrokerTree(service.MultiService):
+    """The whole broker: storage, listeners, metrics, manhole and readiness.
+
+    ``listeners`` are the broker's own (the ``listen`` setting); ``failure`` is
+    set when the start failed for good (storage would not open, a broker
+    listener could not bind). With ``stop_reactor_on_failure`` such a failure
+    also stops the reactor, which is what a daemon wants; tests leave it off
+    and see the failure through ``listeners[i].listening``.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        reactor: Any,
+        stop_reactor_on_failure: bool = False,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self._reactor = reactor
+        self._stop_reactor_on_failure = stop_reactor_on_failure
+        self.broker_service = BrokerService(config, reactor)
+        self.broker = self.broker_service.broker
+        self.factory = BrokerFactory(self.broker, config, reactor)
+        # One coordinator for both protocols' groups, on the core (docs/kafka.md, "Groups").
+        self.broker.groups = GroupCoordinator(
+            reactor,
+            self.broker,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
+        self.kafka_factory: KafkaFactory | None = None
+        # What `listen` endpoints serve: both protocols, told apart by the first frame.
+        self.serving_factory: Any = self.factory
+        if config.kafka_enabled:
+            self.kafka_factory = KafkaFactory(self.broker, config, reactor)
+            self.serving_factory = ProtocolSwitchFactory(self.factory, self.kafka_factory)
+        self.kafka_listeners: list[Listener] = []
+        self.listeners: list[Listener] = []
+        self.metrics: Listener | None = None
+        self.manhole: Listener | None = None
+        self.failure: Failure | None = None
+        self._storage: defer.Deferred[None] | None = None
+        self._storage_waiters: list[defer.Deferred[None]] = []
+        self._storage_result: Any = None
+
+    def when_storage_open(self) -> defer.Deferred[None]:
+        """A new Deferred per caller: fires once the storage is open, fails with its cause."""
+        d: defer.Deferred[None] = defer.Deferred()
+        if self._storage is None:
+            self._storage = self.broker_service.whenReady()
+            self._storage.addCallbacks(self._storage_opened, self._storage_failed)
+        if self._storage_result is None:
+            self._storage_waiters.append(d)
+        elif isinstance(self._storage_result, Failure):
+            d.errback(self._storage_result)
+        else:
+            d.callback(None)
+        return d
+
+    def _storage_opened(self, _: object) -> None:
+        self._storage_result = True
+        waiters, self._storage_waiters = self._storage_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    def _storage_failed(self, failure: Failure) -> None:
+        self._storage_result = failure
+        self.fail(f"cannot open the storage in {self.config.data_dir}", failure)
+        waiters, self._storage_waiters = self._storage_waiters, []
+        for d in waiters:
+            d.errback(failure)
+
+    def listener_failed(self, description: str, failure: Failure) -> None:
+        """A broker listener did not bind; a storage failure was reported already."""
+        storage = self._storage_result
+        if isinstance(storage, Failure) and failure.value is storage.value:
+            return
+        self.fail(f"cannot listen on {description}", failure)
+
+    def fail(self, what: str, failure: Failure) -> None:
+        """Say once why the broker cannot serve, then (for a daemon) stop the reactor."""
+        if self.failure is not None:
+            return
+        self.failure = failure
+        error = failure.value
+        reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        _log.critical("{what}: {reason}; stopping", what=what, reason=reason)
+        if self._stop_reactor_on_failure:
+            if self._reactor.running:
+                self._reactor.stop()
+            else:
+                self._reactor.callWhenRunning(self._reactor.stop)
+
+
+def build_service(
+    config: Config, reactor: Any = None, *, stop_reactor_on_failure: bool = False
+) -> BrokerTree:
     """The whole broker as a service tree, for twistd, `rustka serve` and tests."""
     if reactor is None:
         from twisted.internet import reactor as default_reactor
 
         reactor = default_reactor
-    top = service.MultiService()
-    broker_service = BrokerService(config, reactor)
-    broker_service.setServiceParent(top)
-    factory = BrokerFactory(broker_service.broker, config, reactor)
-    top.broker = broker_service.broker  # type: ignore[attr-defined]
-    top.factory = factory  # type: ignore[attr-defined]
-    top.listeners = []  # type: ignore[attr-defined]
+    top = BrokerTree(config, reactor, stop_reactor_on_failure)
+    backlog = effective_backlog(config.backlog)
+    top.broker_service.setServiceParent(top)
     for description in config.listen:
-        listener = ListenerService(description, "listen", factory, reactor)
+        listener = Listener(
+            description,
+            "listen",
+            top.serving_factory,
+            reactor,
+            backlog=backlog,
+            after=top.when_storage_open,
+            on_failure=lambda failure, d=description: top.listener_failed(d, failure),
+        )
         listener.setServiceParent(top)
-        top.listeners.append(listener)  # type: ignore[attr-defined]
-    _ShutdownConnections(factory).setServiceParent(top)
+        top.listeners.append(listener)
+    if top.kafka_factory is not None:
+        for description in config.kafka_listen:
+            listener = Listener(
+                description,
+                "kafka_listen",
+                top.kafka_factory,
+                reactor,
+                backlog=backlog,
+                after=top.when_storage_open,
+                on_failure=lambda failure, d=description: top.listener_failed(d, failure),
+            )
+            listener.setServiceParent(top)
+            top.kafka_listeners.append(listener)
+        _ShutdownConnections(top.kafka_factory).setServiceParent(top)
+    _ShutdownConnections(top.factory).setServiceParent(top)
+    _StopGroups(top.broker).setServiceParent(top)
     if config.metrics:
         from rustka.ops.metrics import metrics_service
 
-        metrics = metrics_service(config.metrics, top.broker, factory, broker_service.io, reactor)
-        metrics.setServiceParent(top)
-        top.metrics = metrics  # type: ignore[attr-defined]
+        top.metrics = metrics_service(
+            config.metrics, top.broker, top.factory, top.broker_service.io, reactor, backlog
+        )
+        top.metrics.setServiceParent(top)
     if config.manhole:
         from rustka.ops.manhole import admin_namespace, manhole_service
 
         assert config.manhole_authorized_keys is not None
         host_key = config.manhole_host_key or str(Path(config.data_dir) / "manhole_host_key")
-        Path(host_key).parent.mkdir(parents=True, exist_ok=True)
-        manhole = manhole_service(
+        try:
+            Path(host_key).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(
+                f"manhole_host_key: cannot create the directory of {host_key}: {e.strerror}"
+            ) from e
+        top.manhole = manhole_service(
             config.manhole,
             Path(config.manhole_authorized_keys),
             Path(host_key),
-            admin_namespace(top.broker, factory, broker_service.io),
+            admin_namespace(top.broker, top.factory, top.broker_service.io),
             reactor,
+            backlog,
         )
-        manhole.setServiceParent(top)
-        top.manhole = manhole  # type: ignore[attr-defined]
+        top.manhole.setServiceParent(top)
     from rustka.ops.notify import NotifyService
 
-    NotifyService(wait_for=[listener.listening for listener in top.listeners]).setServiceParent(top)
+    NotifyService(
+        wait_for=[listener.listening for listener in top.listeners + top.kafka_listeners]
+    ).setServiceParent(top)
     return top
 
 
-class Options(usage.Options):
-    """Options of `twistd rustka`; each one overrides the config file."""
+def _number(flag: str) -> Any:
+    """A coercer whose error names the flag (Twisted's own says only "invalid literal")."""
 
-    synopsis = "[options]"
+    def coerce(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"--{flag}: expected a whole number, got {text!r}") from None
+
+    coerce.coerceDoc = ""  # type: ignore[attr-defined]
+    return coerce
+
+
+EXAMPLES = """\
+examples:
+  rustka serve                                start a broker on 127.0.0.1:9092, data in ./data
+  rustka serve 1000000 50000000               1 MB segments, keep 50 MB per partition
+  rustka serve --data-dir /tmp/rk --port 19092
+  rustka serve --config etc/rustka.toml
+  twistd --nodaemon --pidfile= rustka --config /etc/rustka/rustka.toml
+"""
+
+
+class Options(usage.Options):
+    """Options of `twistd rustka` and `rustka serve`; each one overrides the config file.
+
+    Two optional positional arguments, MAX_SEGMENT_BYTES and RETENTION_BYTES,
+    are the seed's `rustka serve` form. Options and positionals may be mixed in
+    any order, as with every other `rustka` command.
+    """
+
+    synopsis = "[options] [MAX_SEGMENT_BYTES [RETENTION_BYTES]]"
     longdesc = (
         "Run the rustka broker. Settings come from the embedded defaults, then the "
         "file named by --config (see etc/rustka.toml), then these flags."
@@ -161,10 +273,17 @@ class Options(usage.Options):
     optParameters = [
         ["config", "c", None, "TOML config file (default: none, embedded defaults)"],
         ["data-dir", "d", None, "Directory for topics and offsets (default: ./data)"],
-        ["port", "p", None, "Shorthand for --listen tcp:PORT:interface=127.0.0.1", int],
+        ["port", "p", None, "Shorthand for --listen tcp:PORT:interface=127.0.0.1", _number("port")],
         ["flush", None, None, "Durability: always | interval | never (default: always)"],
         ["max-segment-bytes", None, None, "Roll segments at this size (default 1GiB)"],
         ["retention-bytes", None, None, "Keep at most this much log per partition"],
+        [
+            "backlog",
+            None,
+            None,
+            "Listen backlog of TCP listeners (default 1024)",
+            _number("backlog"),
+        ],
         ["metrics", None, None, "Serve Prometheus /metrics on this endpoint (default: off)"],
         ["manhole", None, None, "SSH admin shell endpoint, e.g. tcp:9022:interface=127.0.0.1"],
         ["manhole-authorized-keys", None, None, "OpenSSH authorized_keys for the manhole"],
@@ -174,10 +293,40 @@ class Options(usage.Options):
     def __init__(self) -> None:
         super().__init__()
         self["listen"] = []
+        self.config = Config()
 
     def opt_listen(self, description: str) -> None:
         """Listen on a Twisted endpoint (repeatable), default tcp:9092:interface=127.0.0.1"""
         self["listen"].append(description)
+
+    def parseOptions(self, options: Sequence[str] | None = None) -> None:
+        """Options first, wherever they stand, then the positionals (GNU style)."""
+        argv = list(sys.argv[1:] if options is None else options)
+        if len(argv) > 1 and argv[-2] == "--_shell-completion":
+            super().parseOptions(argv)
+            return
+        try:
+            pairs, positionals = getopt.gnu_getopt(argv, self.shortOpt, self.longOpt)
+        except getopt.GetoptError as e:
+            raise usage.UsageError(str(e)) from e
+        ordered: list[str] = []
+        for flag, value in pairs:
+            if flag.startswith("--"):
+                ordered.append(f"{flag}={value}" if f"{flag[2:]}=" in self.longOpt else flag)
+            else:
+                ordered.append(flag + value if f"{flag[1]}:" in self.shortOpt else flag)
+        super().parseOptions([*ordered, "--", *positionals])
+
+    def parseArgs(
+        self, max_segment_bytes: str | None = None, retention_bytes: str | None = None
+    ) -> None:
+        if max_segment_bytes is not None:
+            self["max-segment-bytes"] = max_segment_bytes
+        if retention_bytes is not None:
+            self["retention-bytes"] = retention_bytes
+
+    def getUsage(self, width: int | None = None) -> str:
+        return super().getUsage(width) + "\n" + EXAMPLES
 
     def postOptions(self) -> None:
         try:
@@ -203,15 +352,28 @@ def config_from_options(opts: Any) -> Config:
         overrides["segment_bytes"] = opts["max-segment-bytes"]
     if opts.get("retention-bytes") is not None:
         overrides["retention_bytes"] = opts["retention-bytes"]
+    if opts.get("backlog") is not None:
+        overrides["backlog"] = opts["backlog"]
     for flag in ("metrics", "manhole", "manhole-authorized-keys", "manhole-host-key"):
         if opts.get(flag):
             overrides[flag.replace("-", "_")] = opts[flag]
     return config.updated(overrides) if overrides else config
 
 
+def _exit_status_on_failure(top: BrokerTree) -> None:
+    """At interpreter exit: status 1 if the broker never served (twistd itself exits 0)."""
+    if top.failure is not None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(1)
+
+
 def makeService(options: Options) -> service.IService:
-    """twistd's entry point."""
+    """twistd's entry point (and `rustka serve`'s): a tree that ends the process on failure."""
     try:
-        return build_service(options.config)
+        top = build_service(options.config, stop_reactor_on_failure=True)
     except ConfigError as e:
         raise SystemExit(f"twistd rustka: {e}") from None
+    atexit.register(_exit_status_on_failure, top)
+    return top
