@@ -33,7 +33,7 @@ from rustka.config import parse_size
 from rustka.storage.log_manager import LogManager
 from rustka.storage.partition_log import LogConfig
 from rustka.storage.record_batch import Record, encode_batch
-from tools.brokerproc import RECOVERY, BrokerProcess
+from tools.twistd_process import RECOVERY, Twistd, start_broker
 
 VALUE = b"v" * 1000
 
@@ -58,9 +58,9 @@ def build(
     return size, records, time.perf_counter() - started
 
 
-def timed_start(data_dir: Path) -> tuple[float, BrokerProcess]:
+def timed_start(data_dir: Path) -> tuple[float, Twistd]:
     started = time.perf_counter()
-    broker = BrokerProcess(data_dir, timeout=600)
+    broker = start_broker(data_dir, timeout=600)
     return time.perf_counter() - started, broker
 
 

@@ -14,16 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.twistd_process import BIN, LISTENING, Twistd
+from tools.twistd_process import BIN, LISTENING, Twistd, start_broker
 
 
 def start_daemon(data_dir: Path, started: list[Twistd]) -> tuple[Twistd, int]:
     """`twistd --nodaemon rustka` on an ephemeral port, serving once storage is ready."""
-    daemon = Twistd(["--data-dir", str(data_dir), "--listen", "tcp:0:interface=127.0.0.1"])
+    daemon = start_broker(data_dir)
     started.append(daemon)
-    port = daemon.port()
-    daemon.wait_for("storage ready")
-    return daemon, port
+    assert daemon.port is not None
+    return daemon, daemon.port
 
 
 @pytest.fixture

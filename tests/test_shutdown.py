@@ -18,7 +18,7 @@ from rustka.client.protocol import BrokerError, ConnectionClosed
 from rustka.errors import BrokerUnavailable
 from rustka.native import codec as p
 from rustka.storage.log_manager import CLEAN_SHUTDOWN_MARKER
-from tests.twistd_process import Twistd, call_many
+from tools.twistd_process import Twistd, call_many
 
 TIMEOUT = 20
 JOURNAL = ("--logger", "rustka.ops.logs.journal_observer")
@@ -117,7 +117,7 @@ async def test_requests_after_stop_are_refused(broker_factory: Callable[..., Any
 def produce_then_stop(args: list[str], sig: int) -> Twistd:
     """Run twistd, store 50 acknowledged records in "orders", then stop it with ``sig``."""
     with Twistd(args, twistd_args=JOURNAL) as daemon:
-        port = daemon.port()
+        port = daemon.wait_port()
         responses = call_many(port, [p.Produce("orders", b"k", b"v%d" % i) for i in range(50)])
         assert all(isinstance(r, p.Produced) for r in responses)
         daemon.stop(sig)
@@ -135,7 +135,7 @@ def test_sigterm_leaves_no_recovery_for_the_next_start(tmp_path: Path) -> None:
 
     with Twistd(args, twistd_args=JOURNAL) as second:
         second.wait_for("storage ready")
-        port = second.port()
+        port = second.wait_port()
         stored = call_many(port, [p.Metadata(("orders",))])[0]
         assert isinstance(stored, p.MetadataResult)
         assert sum(part.high_watermark for part in stored.topics[0].partitions) == 50
@@ -155,7 +155,7 @@ def test_sigkill_makes_the_next_start_recover(tmp_path: Path) -> None:
 
     with Twistd(args, twistd_args=JOURNAL) as second:
         line = second.wait_for("unclean shutdown detected")
-        port = second.port()
+        port = second.wait_port()
         assert line.string.startswith("[rustka.broker.core.Broker#warn] ")
         stored = call_many(port, [p.Metadata(("orders",))])[0]
         assert isinstance(stored, p.MetadataResult)

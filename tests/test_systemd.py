@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from rustka.native import codec as p
-from tests.twistd_process import Twistd, call_many
+from tools.twistd_process import Twistd, call_many
 
 UNITS = Path(__file__).resolve().parent.parent / "systemd"
 SERVICE = UNITS / "rustka.service"
@@ -156,7 +156,7 @@ def test_socket_activation_serves_on_the_inherited_socket(tmp_path: Path) -> Non
         daemon.wait_for(f"Listening on 127.0.0.1:{port} as 3")
         responses = call_many(port, [p.Produce("activated", b"k", b"v%d" % i) for i in range(20)])
         assert all(isinstance(r, p.Produced) for r in responses)
-        assert daemon.port() == port
+        assert daemon.wait_port() == port
         assert daemon.stop() in (0, -signal.SIGTERM)
     assert any("broker stopped" in line for line in daemon.output), daemon.output
 
@@ -185,7 +185,7 @@ def test_notify_ready_after_listening_and_stopping_on_sigterm(tmp_path: Path) ->
         with Twistd(args, env={"NOTIFY_SOCKET": "@" + address}) as daemon:
             ready = notify.recv(4096).decode()
             assert "READY=1" in ready.splitlines()
-            port = daemon.port()
+            port = daemon.wait_port()
             hello = call_many(port, [p.Hello(p.PROTOCOL_VERSION, "systemd-test")])[0]
             assert isinstance(hello, p.Welcome)
             daemon.proc.send_signal(signal.SIGTERM)

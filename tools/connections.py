@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rustka.native import codec as p
-from tools.brokerproc import BrokerProcess
+from tools.twistd_process import start_broker
 from tools.wire import SyncClient, frame
 
 TOPIC = "conns"
@@ -196,7 +196,7 @@ def run(count: int, sources: int, timeout_s: float) -> dict[str, Any]:
             'idle_timeout_ms = "1h"\n'
             "default_partitions = 8\n"
         )
-        broker = BrokerProcess(Path(tmp) / "data", "--config", str(config))
+        broker = start_broker(Path(tmp) / "data", "--config", str(config))
         try:
             admin = SyncClient("127.0.0.1", broker.port)
             admin.call(p.CreateTopic(TOPIC, PARTITIONS))

@@ -27,7 +27,7 @@ from typing import Any
 
 from rustka.native import codec as p
 from rustka.storage.record_batch import Record, decode_records, encode_batch, scan_batches
-from tools.brokerproc import RECOVERY, BrokerProcess
+from tools.twistd_process import RECOVERY, start_broker
 from tools.wire import ConnectionDropped, SyncClient
 
 TOPICS = ("crash-a", "crash-b", "crash-c")
@@ -298,7 +298,7 @@ def crash_cycle(
     data_dir: Path, ledger: Ledger, rng: random.Random, flush: str, *, max_acks: int = 400
 ) -> tuple[CycleResult, Verification]:
     """Start the broker, verify the previous cycles, load it, SIGKILL it mid-traffic."""
-    broker = BrokerProcess(data_dir, "--flush", flush)
+    broker = start_broker(data_dir, "--flush", flush)
     try:
         recovered = broker.logged(RECOVERY)
         recovery_lines = [line for line in broker.output if "recovery:" in line]
@@ -325,7 +325,7 @@ def crash_cycle(
 
 def final_check(data_dir: Path, ledger: Ledger, flush: str) -> tuple[bool, Verification]:
     """One more start after the last kill: recovery ran and nothing acknowledged is missing."""
-    broker = BrokerProcess(data_dir, "--flush", flush)
+    broker = start_broker(data_dir, "--flush", flush)
     try:
         recovered = broker.logged(RECOVERY)
         check = verify(broker.port, ledger)

@@ -24,8 +24,8 @@ from pathlib import Path
 from rustka.errors import InvalidRequest
 from rustka.native import codec as p
 from rustka.storage.record_batch import Record, decode_records, encode_batch
-from tools.brokerproc import BrokerProcess
 from tools.frames import TOPIC_RE, FrameFuzzer, Script, creatable_topic
+from tools.twistd_process import start_broker
 from tools.wire import SyncClient, exchange
 
 SEED_TAGS = frozenset(range(1, 7))
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         config = Path(tmp) / "fuzz.toml"
         config.write_text(f"max_frame_bytes = {args.max_frame_bytes}\n")
         data_dir = Path(tmp) / "data"
-        broker = BrokerProcess(data_dir, "--config", str(config), "--flush", args.flush)
+        broker = start_broker(data_dir, "--config", str(config), "--flush", args.flush)
         try:
             round_trip("127.0.0.1", broker.port, "before-fuzz")
             rss_before = broker.rss_kib()

@@ -15,7 +15,7 @@ from twisted.logger import Logger, eventFromJSON, formatEvent, globalLogPublishe
 
 from rustka.native import codec as p
 from rustka.ops.logs import journal_observer, json_observer
-from tests.twistd_process import Twistd, call_many
+from tools.twistd_process import Twistd, call_many
 
 JSON = ("--logger", "rustka.ops.logs.json_stdout_observer")
 
@@ -25,7 +25,7 @@ def test_daemon_logs_json_events_and_nothing_per_request(tmp_path: Path) -> None
     args = ["--data-dir", str(tmp_path / "data"), "--listen", "tcp:0:interface=127.0.0.1"]
     with Twistd(args, twistd_args=JSON) as daemon:
         daemon.wait_for("storage ready")
-        port = daemon.port()
+        port = daemon.wait_port()
         responses = call_many(port, [p.Produce("clicks", b"k", b"v%d" % i) for i in range(150)])
         for _ in range(50):
             responses += call_many(port, [p.Produce("clicks", b"k", b"one more")])

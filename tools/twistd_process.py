@@ -1,8 +1,12 @@
-"""A real `twistd rustka` process for tests, plus a blocking native-protocol client.
+"""A real `twistd rustka` process, for the tests and the tools alike.
 
-The daemon's output is read by a thread into a queue, so a test waits for the
-line it needs (with a timeout) instead of sleeping. The blocking client lets a
-plain (non-reactor) test pipeline many requests over one socket.
+The daemon's output is read by a thread into a queue, so a caller waits for
+the line it needs (with a timeout) instead of sleeping, and the pipe never
+fills. `start_broker` runs a broker on port 0 and returns once it serves: the
+storage is open (the "storage ready" line) and the broker listener has bound
+(the next "listening on" line; metrics and manhole listeners bind before the
+storage opens, see docs/operations.md). `call_many` is a blocking
+native-protocol client that pipelines requests over one socket.
 """
 
 from __future__ import annotations
@@ -24,13 +28,17 @@ from rustka.native import codec as p
 
 BIN = Path(sys.executable).parent
 LISTENING = re.compile(r"listening on .*port=(\d+)")
+RECOVERY = re.compile(r"unclean shutdown detected")
+STORAGE_READY = re.compile(r"storage ready in ")
 _LENGTH = struct.Struct("!I")
 
 
 class Twistd:
     """``[prefix...] twistd --nodaemon --pidfile= [twistd_args] rustka [args]``, output captured.
 
-    Use as a context manager: the process is killed on exit if a test left it running.
+    Use as a context manager: the process is killed on exit if it is still
+    running. ``port`` is the broker port once `wait_port` (or `start_broker`)
+    has read it.
     """
 
     def __init__(
@@ -57,6 +65,8 @@ class Twistd:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
+        self.pid = self.proc.pid
+        self.port: int | None = None
         self._lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
         self._eof = False
@@ -89,16 +99,37 @@ class Twistd:
             if match:
                 return match
 
-    def port(self) -> int:
-        """The port of the next 'listening on' line."""
-        return int(self.wait_for(LISTENING).group(1))
+    def wait_port(self, timeout: float = 30) -> int:
+        """The port of the next 'listening on' line (kept as ``port`` if none was yet)."""
+        port = int(self.wait_for(LISTENING, timeout).group(1))
+        if self.port is None:
+            self.port = port
+        return port
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        """Send ``sig``, wait for the exit, collect the remaining output; the exit status."""
-        self.proc.send_signal(sig)
+    def logged(self, pattern: re.Pattern[str] | str) -> bool:
+        """Whether any line read so far matches."""
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return any(compiled.search(line) for line in self.output)
+
+    def rss_kib(self) -> int:
+        """The process's resident set size from /proc, in KiB."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError(f"no VmRSS for pid {self.pid}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Send ``sig`` (a clean stop by default), wait, collect the output; the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
         status = self.proc.wait(timeout=timeout)
         self._drain()
         return status
+
+    def kill(self) -> int:
+        """SIGKILL: no shutdown code runs, exactly like a crash or the OOM killer."""
+        return self.stop(signal.SIGKILL, timeout=30)
 
     def _drain(self) -> None:
         while not self._eof:
@@ -107,8 +138,8 @@ class Twistd:
                 self._eof = True
             else:
                 self.output.append(line)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.stdout.close()
 
     def __enter__(self) -> Twistd:
         return self
@@ -124,6 +155,32 @@ class Twistd:
             self.proc.wait(timeout=30)
         if self.proc.stdout is not None and not self.proc.stdout.closed:
             self._drain()
+
+
+def start_broker(
+    data_dir: Path | str,
+    *extra: str,
+    timeout: float = 30.0,
+    twistd_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> Twistd:
+    """`twistd rustka` on 127.0.0.1 port 0 with ``data_dir``, returned once it serves.
+
+    Recovery is logged before "storage ready", so `logged(RECOVERY)` answers
+    whether this start ran it. The process is killed if it does not come up.
+    """
+    daemon = Twistd(
+        ["--data-dir", str(data_dir), "--listen", "tcp:0:interface=127.0.0.1", *extra],
+        twistd_args=twistd_args,
+        env=env,
+    )
+    try:
+        daemon.wait_for(STORAGE_READY, timeout)
+        daemon.wait_port(timeout)
+    except BaseException:
+        daemon.kill()
+        raise
+    return daemon
 
 
 def call_many(port: int, requests: Sequence[p.Request], timeout: float = 30) -> list[p.Response]:
