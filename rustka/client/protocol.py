@@ -49,6 +49,7 @@ __all__ = [
     "ConnectionClosed",
     "FetchResult",
     "GroupOffset",
+    "RequestTimedOut",
     "RustkaClientProtocol",
     "TopicMetadata",
     "Welcome",
@@ -77,6 +78,15 @@ class ConnectionClosed(RustkaError):
     """The connection is gone, so this call was never (or never fully) answered.
 
     A request that was sent may still have been carried out by the broker.
+    """
+
+
+class RequestTimedOut(ConnectionClosed):
+    """No answer came within the request timeout, so the client closed the connection.
+
+    Answers come in request order, so once one is overdue nothing behind it can
+    arrive either: every call still pending on that connection fails with this.
+    The broker may still have carried the requests out.
     """
 
 
@@ -134,8 +144,17 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
     MAX_LENGTH = 64 * 1024 * 1024
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Any = None, request_timeout: float | None = None) -> None:
+        """``request_timeout`` (seconds, needs ``clock``): how long a call may wait for its
+        answer, plus the long-poll wait it asked for; None waits for ever."""
         super().__init__()
+        if request_timeout is not None and (clock is None or request_timeout <= 0):
+            raise ValueError("request_timeout needs a clock and a positive number of seconds")
+        self._clock = clock
+        self.request_timeout = request_timeout
+        # the deadline of each pending call, in order; never decreasing (see _watch)
+        self._deadlines: deque[float] = deque()
+        self._timer: Any = None
         self._pending: deque[_Pending] = deque()
         self._state = _CONNECTING
         self._close_reason: str | None = None
@@ -157,6 +176,9 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._state = _CLOSED
         self.discard_buffer()
+        self._deadlines.clear()
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
         why = self._close_reason or (
             reason.getErrorMessage() if reason is not None else "connection lost"
         )
@@ -218,6 +240,8 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
             self._drop("the broker sent a response to no request")
             return
         d, convert = self._pending.popleft()
+        if self._deadlines:
+            self._deadlines.popleft()
         try:
             result = convert(p.decode_response(string))
         except Exception:
@@ -246,11 +270,46 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
             )
         d: Deferred[T] = Deferred()
         self._pending.append((d, convert))
+        if self.request_timeout is not None:
+            self._watch(getattr(request, "max_wait_ms", 0))
         if len(parts) == 1:
             self.transport.write(_LENGTH.pack(size) + parts[0])
         else:
             self.transport.writeSequence([_LENGTH.pack(size), *parts])
         return d
+
+    def _watch(self, wait_ms: int) -> None:
+        """Give the call just queued a deadline, and make sure a timer looks at the oldest.
+
+        Answers come in order, so a call cannot be answered before the one ahead
+        of it: each deadline is at least the previous one, and one timer on the
+        oldest pending call covers them all.
+        """
+        assert self.request_timeout is not None
+        deadline = self._clock.seconds() + self.request_timeout + wait_ms / 1000
+        if self._deadlines and self._deadlines[-1] > deadline:
+            deadline = self._deadlines[-1]
+        self._deadlines.append(deadline)
+        if self._timer is None or not self._timer.active():
+            self._timer = self._clock.callLater(deadline - self._clock.seconds(), self._check)
+
+    def _check(self) -> None:
+        self._timer = None
+        if not self._deadlines or self._state not in (_OPEN, _CLOSING):
+            return
+        late = self._clock.seconds() - self._deadlines[0]
+        if late < 0:
+            self._timer = self._clock.callLater(-late, self._check)
+            return
+        error = RequestTimedOut(
+            f"no answer from the broker within {self.request_timeout:g} s "
+            "(plus any long-poll wait); the connection was closed"
+        )
+        pending, self._pending = self._pending, deque()
+        self._deadlines.clear()
+        self._drop(str(error))
+        for d, _ in pending:
+            d.errback(error)
 
     # -- seed operations -----------------------------------------------------
 
@@ -443,15 +502,20 @@ def _endpoint(reactor: Any, broker: str, timeout: float) -> IStreamClientEndpoin
     return HostnameEndpoint(reactor, host, port, timeout=timeout)
 
 
-async def connect(reactor: Any, broker: str, *, timeout: float = 10) -> RustkaClientProtocol:
+async def connect(
+    reactor: Any, broker: str, *, timeout: float = 10, request_timeout: float | None = None
+) -> RustkaClientProtocol:
     """Connect to ``broker``: "HOST:PORT" (port defaults to 9092) or an endpoint string.
 
     Endpoint strings ("tcp:host=h:port=p", "ssl:...", "unix:path=...") go to
     Twisted's clientFromString, which is how TLS and UNIX sockets are reached.
-    A refused or timed-out connection raises BrokerUnavailable.
+    A refused or timed-out connection raises BrokerUnavailable. With
+    ``request_timeout`` (seconds) a call that gets no answer in that time, plus
+    the long-poll wait it asked for, fails with RequestTimedOut and the
+    connection is closed; by default calls wait as long as the connection lives.
     """
     endpoint = _endpoint(reactor, broker, timeout)
-    d = connectProtocol(endpoint, RustkaClientProtocol())
+    d = connectProtocol(endpoint, RustkaClientProtocol(reactor, request_timeout))
     d.addTimeout(timeout, reactor)
     try:
         proto: RustkaClientProtocol = await d

@@ -89,7 +89,9 @@ async def _connect(args: argparse.Namespace) -> Any:
     from rustka.client.protocol import connect
 
     try:
-        return await connect(reactor, args.broker, timeout=args.timeout)
+        return await connect(
+            reactor, args.broker, timeout=args.timeout, request_timeout=args.timeout
+        )
     except Exception as e:
         raise CommandError(f"cannot reach the broker at {args.broker}: {e}") from e
 
@@ -489,6 +491,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rustka",
@@ -508,7 +520,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=DEFAULT_BROKER,
             help="HOST:PORT or a Twisted client endpoint string (default %(default)s)",
         )
-        sp.add_argument("--timeout", type=float, default=10.0, help="connect timeout in seconds")
+        sp.add_argument(
+            "--timeout",
+            type=_positive_seconds,
+            default=10.0,
+            help="seconds to wait for the connection and for each answer (a long-poll's "
+            "own wait comes on top); default %(default)s",
+        )
         sp.add_argument("--json", action="store_true", help="print JSON instead of text")
         return sp
 
@@ -682,12 +700,17 @@ def _run_client(
 ) -> int:
     from twisted.internet import defer, task
 
+    from rustka.client.protocol import RequestTimedOut
+
     status = [EXIT_OK]
 
     async def run(reactor: Any) -> None:
         try:
             status[0] = await command(args, sys.stdout)
         except CommandError as e:
+            sys.stderr.write(f"rustka: {e}\n")
+            status[0] = EXIT_ERROR
+        except RequestTimedOut as e:
             sys.stderr.write(f"rustka: {e}\n")
             status[0] = EXIT_ERROR
         except RustkaError as e:

@@ -315,3 +315,28 @@ def test_stream_without_isatty_counts_as_piped() -> None:
     closed = io.StringIO()
     closed.close()
     assert not Progress(closed).enabled
+
+
+@pytest_twisted.ensureDeferred
+async def test_timeout_covers_requests_not_only_the_connect() -> None:
+    """A server that accepts and never answers: the CLI gives up after --timeout, in one line."""
+    from twisted.internet import reactor
+    from twisted.internet.protocol import Factory, Protocol
+
+    port = reactor.listenTCP(0, Factory.forProtocol(Protocol), interface="127.0.0.1")
+    try:
+        argv = [RUSTKA, "fetch", "--broker", f"127.0.0.1:{port.getHost().port}"]
+        result: subprocess.CompletedProcess[str] = await deferToThread(
+            subprocess.run,
+            [*argv, "--timeout", "0.5", "orders", "0", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        await port.stopListening()
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (
+        "rustka: no answer from the broker within 0.5 s (plus any long-poll wait); "
+        "the connection was closed\n"
+    )
