@@ -68,15 +68,9 @@ def _client_host(ctx: RequestContext) -> str:
 
 @handler(10)
 def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
-    if body.get("key_type", _GROUP_KEY) != _GROUP_KEY:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": E.COORDINATOR_NOT_AVAILABLE,
-            "error_message": "rustka has no transaction coordinator",
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-        }
+    # Transaction keys get this node too: the client then asks InitProducerId with its
+    # transactional id and is refused there with a fatal error (docs/kafka.md,
+    # "Produce"), instead of retrying a coordinator lookup until it times out.
     host, port = advertised_address(ctx)
     return {
         "throttle_time_ms": 0,
