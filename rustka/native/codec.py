@@ -4,7 +4,22 @@ Pure functions with no I/O and no reactor, in the spirit of h11: the server,
 the client, the CLI and the tests all share one definition of every message, so
 a framing or field-order mistake cannot exist on one side only. A payload here
 is one frame *without* its 4-byte length prefix (Int32StringReceiver strips and
-adds that).
+adds that); ``request_frame``/``response_frame`` give the prefixed pieces.
+
+**One declaration per message.** Each message is a class whose annotations name
+its wire types in order (``topic: Str``, ``partition: UInt32``, ...) and whose
+``OP`` or ``TAG`` is its code; ``@request``/``@response`` register it. Every
+way of reading or writing it is derived from that declaration when this module
+is imported:
+
+- a checking reader, which names the field and position of any problem;
+- a checking writer, which names the field of a value that does not fit;
+- for messages without arrays, straight-line fast paths compiled from the
+  field list (one ``struct`` call per run of fixed-size fields) for decoding,
+  encoding and framing. They fall back to the checking paths on anything
+  unusual, so errors are always reported the same way.
+
+Adding an op is one class here plus its handler; no table needs editing.
 
 Every length and count read from the wire is checked against the bytes that
 remain *before* anything is allocated, so a hostile frame costs at most its own
@@ -19,410 +34,102 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeAlias
+from typing import Annotated, Any, ClassVar, TypeAlias, TypeVar, Union, get_type_hints
 
 from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
 from rustka.storage.record_batch import value_class
 
-__all__ = [
-    "EXTENSION_OPS",
-    "MIN_PROTOCOL_VERSION",
-    "PROTOCOL_VERSION",
-    "SEED_OPS",
-    "AlterTopic",
-    "BatchProduced",
-    "Batches",
-    "Commit",
-    "CommitOk",
-    "CreateTopic",
-    "DescribeGroup",
-    "Error",
-    "Failure",
-    "Fetch",
-    "FetchBatch",
-    "FetchedRecord",
-    "GroupOffset",
-    "GroupOffsets",
-    "Groups",
-    "Hello",
-    "ListGroups",
-    "Metadata",
-    "MetadataResult",
-    "NotFound",
-    "Offset",
-    "OffsetFetch",
-    "OutOfRange",
-    "PartitionMetadata",
-    "Produce",
-    "ProduceBatch",
-    "Produced",
-    "Request",
-    "Response",
-    "TopicInfo",
-    "TopicMetadata",
-    "Welcome",
-    "decode_request",
-    "decode_response",
-    "encode_request",
-    "encode_response",
-    "error_response",
-    "request_parts",
-    "response_parts",
-]
-
 PROTOCOL_VERSION = 2
-"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-12)."""
+"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5 and up)."""
 
 MIN_PROTOCOL_VERSION = 1
 
-SEED_OPS: tuple[int, ...] = (1, 2, 3, 4)
-EXTENSION_OPS: tuple[int, ...] = (5, 6, 7, 8, 9, 10, 11, 12)
-
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-_U8_MAX = 0xFF
-_U16_MAX = 0xFFFF
-_U32_MAX = 0xFFFF_FFFF
-_U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+_T = TypeVar("_T")
 
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-_U32_U64 = struct.Struct(">IQ")
-_U64_U64 = struct.Struct(">QQ")
-_U32_U64_U64 = struct.Struct(">IQQ")
-_U64_U64_U64 = struct.Struct(">QQQ")
-_U32_U32 = struct.Struct(">II")
+# --------------------------------------------------------------------------- wire types
 
-_u32_from = _U32.unpack_from
-_u64_from = _U64.unpack_from
-_u32_u64_from = _U32_U64.unpack_from
 
+class WireType:
+    """One field encoding of docs/protocol.md section 2.
 
-# --------------------------------------------------------------------------- requests
+    ``fmt`` is the struct code of a fixed-size integer, empty for the
+    length-prefixed types; ``min_size`` is the fewest bytes a value takes,
+    which bounds how many array items a count may claim.
+    """
 
+    __slots__ = ("fmt", "max", "min_size", "name", "uncopied")
 
-@value_class
-class Produce:
-    """Op 1: append one record; the broker picks the partition from the key."""
+    def __init__(self, name: str, fmt: str, min_size: int, *, uncopied: bool = False) -> None:
+        self.name = name
+        self.fmt = fmt
+        self.min_size = min_size
+        self.max = (1 << (8 * min_size)) - 1 if fmt else 0
+        self.uncopied = uncopied
 
-    OP: ClassVar[int] = 1
-    topic: str
-    key: bytes
-    value: bytes
+    def __repr__(self) -> str:
+        return self.name
 
 
-@value_class
-class Fetch:
-    """Op 2: read the single record at ``offset``."""
+U8 = WireType("u8", "B", 1)
+U16 = WireType("u16", "H", 2)
+U32 = WireType("u32", "I", 4)
+U64 = WireType("u64", "Q", 8)
+STR = WireType("str", "", 4)
+BYTES = WireType("bytes", "", 4)
+BATCHES = WireType("bytes", "", 4, uncopied=True)
+"""Bytes on the wire like ``BYTES``; the encoders keep the value as its own piece so a
+multi-MiB record batch goes to ``transport.writeSequence`` without being copied."""
 
-    OP: ClassVar[int] = 2
-    topic: str
-    partition: int
-    offset: int
 
+class Array:
+    """``T[]``: a u32 count, then the items back to back (``item`` is a type or a struct class)."""
 
-@value_class
-class Commit:
-    """Op 3: remember ``offset`` as the next offset ``group`` will read."""
+    __slots__ = ("item",)
 
-    OP: ClassVar[int] = 3
-    group: str
-    topic: str
-    partition: int
-    offset: int
+    def __init__(self, item: WireType | type) -> None:
+        self.item = item
 
+    def __repr__(self) -> str:
+        return f"{self.item!r}[]"
 
-@value_class
-class OffsetFetch:
-    """Op 4: ask for a group's committed offset."""
 
-    OP: ClassVar[int] = 4
-    group: str
-    topic: str
-    partition: int
+# The annotations a message class uses; each is its Python type plus its wire type.
+UInt16: TypeAlias = Annotated[int, U16]
+UInt32: TypeAlias = Annotated[int, U32]
+UInt64: TypeAlias = Annotated[int, U64]
+Str: TypeAlias = Annotated[str, STR]
+Bytes: TypeAlias = Annotated[bytes, BYTES]
+RecordBatches: TypeAlias = Annotated[Buffer, BATCHES]
+StrArray: TypeAlias = Annotated[tuple[str, ...], Array(STR)]
+OpCodes: TypeAlias = Annotated[tuple[int, ...], Array(U8)]
 
+Field = tuple[str, "WireType | Array"]
 
-@value_class
-class Hello:
-    """Op 5: version handshake; optional, and it changes nothing about the connection."""
 
-    OP: ClassVar[int] = 5
-    version: int
-    client: str
+def _wire_fields(cls: type) -> tuple[Field, ...]:
+    """The (name, wire type) pairs of a value class, in declaration order."""
+    hints = get_type_hints(cls, globalns=globals(), include_extras=True)
+    fields: list[Field] = []
+    for name in cls._fields:  # type: ignore[attr-defined]
+        wire = [
+            m for m in getattr(hints[name], "__metadata__", ()) if isinstance(m, (WireType, Array))
+        ]
+        if len(wire) != 1:
+            raise TypeError(f"{cls.__name__}.{name} needs exactly one wire type, has {wire}")
+        fields.append((name, wire[0]))
+    return tuple(fields)
 
 
-@value_class
-class ProduceBatch:
-    """Op 6: append client-built RecordBatch v2 bytes to one partition."""
-
-    OP: ClassVar[int] = 6
-    topic: str
-    partition: int
-    batches: Buffer
-
-
-@value_class
-class FetchBatch:
-    """Op 7: read whole stored batches from ``offset``, long-polling at the end of the log."""
-
-    OP: ClassVar[int] = 7
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-    max_wait_ms: int
-
-
-@value_class
-class Metadata:
-    """Op 8: partition bounds of the named topics (all topics when ``topics`` is empty)."""
-
-    OP: ClassVar[int] = 8
-    topics: tuple[str, ...] = ()
-
-
-@value_class
-class CreateTopic:
-    """Op 9: create a topic with an explicit partition count."""
-
-    OP: ClassVar[int] = 9
-    topic: str
-    partitions: int
-
-
-@value_class
-class AlterTopic:
-    """Op 10: raise a topic's partition count (keys may move, as in Kafka)."""
-
-    OP: ClassVar[int] = 10
-    topic: str
-    partitions: int
-
-
-@value_class
-class ListGroups:
-    """Op 11: names of every group with at least one committed offset."""
-
-    OP: ClassVar[int] = 11
-
-
-@value_class
-class DescribeGroup:
-    """Op 12: a group's committed offsets next to the partition bounds, for lag."""
-
-    OP: ClassVar[int] = 12
-    group: str
-
-
-Request: TypeAlias = (
-    Produce
-    | Fetch
-    | Commit
-    | OffsetFetch
-    | Hello
-    | ProduceBatch
-    | FetchBatch
-    | Metadata
-    | CreateTopic
-    | AlterTopic
-    | ListGroups
-    | DescribeGroup
-)
-
-
-# --------------------------------------------------------------------------- responses
-
-
-@value_class
-class Produced:
-    """Tag 1: where a Produce landed."""
-
-    TAG: ClassVar[int] = 1
-    partition: int
-    offset: int
-
-
-@value_class
-class FetchedRecord:
-    """Tag 2 (``Record`` in PROTOCOL.md): the answer to a Fetch that found data."""
-
-    TAG: ClassVar[int] = 2
-    offset: int
-    key: bytes
-    value: bytes
-
-
-@value_class
-class NotFound:
-    """Tag 3: Fetch at/after the end, or OffsetFetch with no commit."""
-
-    TAG: ClassVar[int] = 3
-
-
-@value_class
-class Error:
-    """Tag 4: any failure of ops 1-4, and any frame that could not be parsed."""
-
-    TAG: ClassVar[int] = 4
-    message: str
-
-
-@value_class
-class CommitOk:
-    """Tag 5: the commit is durable."""
-
-    TAG: ClassVar[int] = 5
-
-
-@value_class
-class Offset:
-    """Tag 6: a group's committed offset."""
-
-    TAG: ClassVar[int] = 6
-    offset: int
-
-
-@value_class
-class Welcome:
-    """Tag 7: the broker's answer to Hello."""
-
-    TAG: ClassVar[int] = 7
-    version: int
-    broker: str
-    ops: tuple[int, ...]
-
-
-@value_class
-class BatchProduced:
-    """Tag 8: the offsets a ProduceBatch was given (inclusive range)."""
-
-    TAG: ClassVar[int] = 8
-    partition: int
-    base_offset: int
-    last_offset: int
-
-
-@value_class
-class Batches:
-    """Tag 9: stored batches, byte for byte; may be empty at the high watermark."""
-
-    TAG: ClassVar[int] = 9
-    log_start: int
-    high_watermark: int
-    batches: Buffer
-
-
-@value_class
-class PartitionMetadata:
-    """The bounds of one partition; its index is its position in ``TopicMetadata.partitions``."""
-
-    log_start: int
-    high_watermark: int
-
-
-@value_class
-class TopicMetadata:
-    name: str
-    partitions: tuple[PartitionMetadata, ...]
-
-
-@value_class
-class MetadataResult:
-    """Tag 10: the answer to Metadata."""
-
-    TAG: ClassVar[int] = 10
-    topics: tuple[TopicMetadata, ...]
-
-
-@value_class
-class TopicInfo:
-    """Tag 11: a topic's partition count after CreateTopic or AlterTopic."""
-
-    TAG: ClassVar[int] = 11
-    topic: str
-    partitions: int
-
-
-@value_class
-class Groups:
-    """Tag 12: the answer to ListGroups."""
-
-    TAG: ClassVar[int] = 12
-    groups: tuple[str, ...]
-
-
-@value_class
-class GroupOffset:
-    """One committed offset with the partition's bounds, so lag needs no second request."""
-
-    topic: str
-    partition: int
-    committed: int
-    log_start: int
-    high_watermark: int
-
-    @property
-    def lag(self) -> int:
-        """Records the group has yet to read; never negative even if the log was rewound."""
-        return max(0, self.high_watermark - max(self.committed, self.log_start))
-
-
-@value_class
-class GroupOffsets:
-    """Tag 13: the answer to DescribeGroup."""
-
-    TAG: ClassVar[int] = 13
-    group: str
-    offsets: tuple[GroupOffset, ...]
-
-
-@value_class
-class Failure:
-    """Tag 14: a failed extension op, with the machine-readable code from rustka.errors."""
-
-    TAG: ClassVar[int] = 14
-    code: int
-    message: str
-
-
-@value_class
-class OutOfRange:
-    """Tag 15: FetchBatch outside [log_start, high_watermark]; the bounds allow a reset."""
-
-    TAG: ClassVar[int] = 15
-    offset: int
-    log_start: int
-    high_watermark: int
-
-
-Response: TypeAlias = (
-    Produced
-    | FetchedRecord
-    | NotFound
-    | Error
-    | CommitOk
-    | Offset
-    | Welcome
-    | BatchProduced
-    | Batches
-    | MetadataResult
-    | TopicInfo
-    | Groups
-    | GroupOffsets
-    | Failure
-    | OutOfRange
-)
-
-
-# --------------------------------------------------------------------------- decoding
+# --------------------------------------------------------------------------- reading
 
 
 class _Reader:
     """A bounds-checked cursor that turns every shortfall into a precise InvalidRequest.
 
-    Hot messages have straight-line fast paths; when one of those sees anything
-    unusual it re-parses through this class purely to produce the right error.
+    The compiled fast paths never raise; when one of them sees anything unusual
+    the payload is parsed again through this class purely to name the problem.
     """
 
     __slots__ = ("buf", "end", "pos", "what")
@@ -443,20 +150,13 @@ class _Reader:
         self.pos = pos + size
         return pos
 
-    def u16(self, field: str) -> int:
-        value: int = _U16.unpack_from(self.buf, self.take(2, field))[0]
-        return value
-
-    def u32(self, field: str) -> int:
-        value: int = _u32_from(self.buf, self.take(4, field))[0]
-        return value
-
-    def u64(self, field: str) -> int:
-        value: int = _u64_from(self.buf, self.take(8, field))[0]
+    def fixed(self, wire: WireType, field: str) -> int:
+        pos = self.take(wire.min_size, field)
+        value: int = struct.unpack_from(">" + wire.fmt, self.buf, pos)[0]
         return value
 
     def blob(self, field: str) -> bytes:
-        size = self.u32(field)
+        size = self.fixed(U32, field)
         pos = self.take(size, field)
         return self.buf[pos : pos + size]
 
@@ -472,7 +172,7 @@ class _Reader:
 
     def count(self, field: str, min_item_size: int) -> int:
         """Read a u32 count, refusing it unless the smallest possible items could fit."""
-        count = self.u32(field)
+        count = self.fixed(U32, field)
         remaining = self.end - self.pos
         if count * min_item_size > remaining:
             raise InvalidRequest(
@@ -488,321 +188,658 @@ class _Reader:
             raise InvalidRequest(f"{self.what} has {trailing} trailing {noun} after its last field")
 
 
-def _read_produce(r: _Reader) -> Produce:
-    return Produce(r.text("topic"), r.blob("key"), r.blob("value"))
-
-
-def _read_fetch(r: _Reader) -> Fetch:
-    return Fetch(r.text("topic"), r.u32("partition"), r.u64("offset"))
-
-
-def _read_commit(r: _Reader) -> Commit:
-    return Commit(r.text("group"), r.text("topic"), r.u32("partition"), r.u64("offset"))
-
-
-def _read_offset_fetch(r: _Reader) -> OffsetFetch:
-    return OffsetFetch(r.text("group"), r.text("topic"), r.u32("partition"))
-
-
-def _read_hello(r: _Reader) -> Hello:
-    return Hello(r.u32("version"), r.text("client"))
-
-
-def _read_produce_batch(r: _Reader) -> ProduceBatch:
-    return ProduceBatch(r.text("topic"), r.u32("partition"), r.blob("batches"))
-
-
-def _read_fetch_batch(r: _Reader) -> FetchBatch:
-    return FetchBatch(
-        r.text("topic"),
-        r.u32("partition"),
-        r.u64("offset"),
-        r.u32("max_bytes"),
-        r.u32("max_wait_ms"),
-    )
-
-
-def _read_metadata(r: _Reader) -> Metadata:
-    count = r.count("topics", 4)
-    return Metadata(tuple(r.text(f"topics[{i}]") for i in range(count)))
-
-
-def _read_create_topic(r: _Reader) -> CreateTopic:
-    return CreateTopic(r.text("topic"), r.u32("partitions"))
-
-
-def _read_alter_topic(r: _Reader) -> AlterTopic:
-    return AlterTopic(r.text("topic"), r.u32("partitions"))
-
-
-def _read_list_groups(r: _Reader) -> ListGroups:
-    return ListGroups()
-
-
-def _read_describe_group(r: _Reader) -> DescribeGroup:
-    return DescribeGroup(r.text("group"))
-
-
-def _read_produced(r: _Reader) -> Produced:
-    return Produced(r.u32("partition"), r.u64("offset"))
-
-
-def _read_fetched_record(r: _Reader) -> FetchedRecord:
-    return FetchedRecord(r.u64("offset"), r.blob("key"), r.blob("value"))
-
-
-def _read_not_found(r: _Reader) -> NotFound:
-    return NotFound()
-
-
-def _read_error(r: _Reader) -> Error:
-    return Error(r.text("message"))
-
-
-def _read_commit_ok(r: _Reader) -> CommitOk:
-    return CommitOk()
-
-
-def _read_offset(r: _Reader) -> Offset:
-    return Offset(r.u64("offset"))
-
-
-def _read_welcome(r: _Reader) -> Welcome:
-    version = r.u32("version")
-    broker = r.text("broker")
-    count = r.count("ops", 1)
-    pos = r.take(count, "ops")
-    return Welcome(version, broker, tuple(r.buf[pos : pos + count]))
-
-
-def _read_batch_produced(r: _Reader) -> BatchProduced:
-    return BatchProduced(r.u32("partition"), r.u64("base_offset"), r.u64("last_offset"))
-
-
-def _read_batches(r: _Reader) -> Batches:
-    return Batches(r.u64("log_start"), r.u64("high_watermark"), r.blob("batches"))
-
-
-def _read_metadata_result(r: _Reader) -> MetadataResult:
-    topics: list[TopicMetadata] = []
-    # The smallest topic entry is an empty name plus a zero partition count.
-    for i in range(r.count("topics", 8)):
-        name = r.text(f"topics[{i}].name")
-        count = r.count(f"topics[{i}].partitions", 16)
-        parts = tuple(
-            PartitionMetadata(*_U64_U64.unpack_from(r.buf, r.take(16, f"topics[{i}].partitions")))
-            for _ in range(count)
-        )
-        topics.append(TopicMetadata(name, parts))
-    return MetadataResult(tuple(topics))
-
-
-def _read_topic_info(r: _Reader) -> TopicInfo:
-    return TopicInfo(r.text("topic"), r.u32("partitions"))
-
-
-def _read_groups(r: _Reader) -> Groups:
-    count = r.count("groups", 4)
-    return Groups(tuple(r.text(f"groups[{i}]") for i in range(count)))
-
-
-def _read_group_offsets(r: _Reader) -> GroupOffsets:
-    group = r.text("group")
-    # topic length prefix + partition + three u64s.
-    count = r.count("offsets", 4 + 4 + 24)
-    entries: list[GroupOffset] = []
-    for i in range(count):
-        topic = r.text(f"offsets[{i}].topic")
-        values = _U32_U64_U64.unpack_from(r.buf, r.take(20, f"offsets[{i}].partition"))
-        high_watermark = r.u64(f"offsets[{i}].high_watermark")
-        entries.append(GroupOffset(topic, values[0], values[1], values[2], high_watermark))
-    return GroupOffsets(group, tuple(entries))
-
-
-def _read_failure(r: _Reader) -> Failure:
-    return Failure(r.u16("code"), r.text("message"))
-
-
-def _read_out_of_range(r: _Reader) -> OutOfRange:
-    return OutOfRange(r.u64("offset"), r.u64("log_start"), r.u64("high_watermark"))
-
-
-def _slow(payload: bytes, what: str, read: Callable[[_Reader], object]) -> object:
-    reader = _Reader(payload, what)
-    message = read(reader)
-    reader.finish()
-    return message
-
-
-# The fast paths below build messages with one ``tuple.__new__`` call (messages are
-# tuple subclasses, see rustka.storage.record_batch.value_class), skipping the Python-level
+# The fast paths build messages with one ``tuple.__new__`` call (messages are tuple
+# subclasses, see rustka.storage.record_batch.value_class), skipping the Python-level
 # ``__new__`` that keyword construction needs.
 _new: Callable[..., Any] = tuple.__new__
 
 
-def _fast_produce(p: bytes) -> Produce | None:
-    """Three unpacks and three slices; None sends the caller to the error-reporting path."""
-    try:
-        (size,) = _u32_from(p, 1)
-        a = 5 + size
-        (size,) = _u32_from(p, a)
-        b = a + 4 + size
-        (size,) = _u32_from(p, b)
-        c = b + 4 + size
-        if c == len(p):
-            message: Produce = _new(Produce, (p[5:a].decode("utf-8"), p[a + 4 : b], p[b + 4 : c]))
-            return message
-    except (struct.error, UnicodeDecodeError):
-        pass
-    return None
+def _min_size(wire: WireType | Array | type) -> int:
+    if isinstance(wire, WireType):
+        return wire.min_size
+    if isinstance(wire, Array):
+        return 4
+    return sum(_min_size(sub) for _, sub in _STRUCT_FIELDS[wire])
 
 
-def _fast_fetch(p: bytes) -> Fetch | None:
-    try:
-        (size,) = _u32_from(p, 1)
-        a = 5 + size
-        partition, offset = _u32_u64_from(p, a)
-        if a + 12 == len(p):
-            message: Fetch = _new(Fetch, (p[5:a].decode("utf-8"), partition, offset))
-            return message
-    except (struct.error, UnicodeDecodeError):
-        pass
-    return None
+def _read(r: _Reader, wire: WireType | Array | type, field: str) -> Any:
+    """One value of ``wire`` from the reader (the checking path; see _Reader)."""
+    if isinstance(wire, WireType):
+        if wire.fmt:
+            return r.fixed(wire, field)
+        return r.text(field) if wire is STR else r.blob(field)
+    if isinstance(wire, Array):
+        count = r.count(field, _min_size(wire.item))
+        if wire.item is U8:
+            pos = r.take(count, field)
+            return tuple(r.buf[pos : pos + count])
+        return tuple(_read(r, wire.item, f"{field}[{i}]") for i in range(count))
+    values = tuple(_read(r, sub, f"{field}.{name}") for name, sub in _STRUCT_FIELDS[wire])
+    return _new(wire, values)
 
 
-def _fast_produce_batch(p: bytes) -> ProduceBatch | None:
-    try:
-        (size,) = _u32_from(p, 1)
-        a = 5 + size
-        partition, size = _U32_U32.unpack_from(p, a)
-        if a + 8 + size == len(p):
-            message: ProduceBatch = _new(
-                ProduceBatch, (p[5:a].decode("utf-8"), partition, p[a + 8 :])
-            )
-            return message
-    except (struct.error, UnicodeDecodeError):
-        pass
-    return None
+# --------------------------------------------------------------------------- writing
 
 
-def _fast_fetch_batch(p: bytes) -> FetchBatch | None:
-    try:
-        (size,) = _u32_from(p, 1)
-        a = 5 + size
-        fields = _FETCH_BATCH_TAIL.unpack_from(p, a)
-        if a + _FETCH_BATCH_TAIL.size == len(p):
-            message: FetchBatch = _new(FetchBatch, (p[5:a].decode("utf-8"), *fields))
-            return message
-    except (struct.error, UnicodeDecodeError):
-        pass
-    return None
+def _check_int(wire: WireType, value: Any, field: str) -> None:
+    if not isinstance(value, int) or not 0 <= value <= wire.max:
+        raise ValueError(f"field {field!r} must be an integer in 0..{wire.max}, got {value!r}")
 
 
-def _fast_produced(p: bytes) -> Produced | None:
-    if len(p) == 13:
-        message: Produced = _new(Produced, _u32_u64_from(p, 1))
-        return message
-    return None
+def _write(out: list[bytes], wire: WireType | Array | type, value: Any, field: str) -> None:
+    """Append the encoding of ``value`` to ``out`` (the checking path)."""
+    if isinstance(wire, WireType):
+        if wire.fmt:
+            _check_int(wire, value, field)
+            out.append(struct.pack(">" + wire.fmt, value))
+            return
+        if wire is STR:
+            if type(value) is not str:
+                raise TypeError(f"field {field!r} must be str, got {type(value).__name__}")
+            value = value.encode("utf-8")
+        elif type(value) is not bytes:
+            if not isinstance(value, (bytearray, memoryview)):
+                raise TypeError(f"field {field!r} must be bytes, got {type(value).__name__}")
+            value = bytes(value)
+        _check_int(U32, len(value), field)
+        out.append(_pack_u32(len(value)))
+        out.append(value)
+        return
+    if isinstance(wire, Array):
+        _check_int(U32, len(value), field)
+        out.append(_pack_u32(len(value)))
+        if wire.item is U8:
+            try:
+                out.append(bytes(value))
+            except (ValueError, TypeError):
+                raise ValueError(
+                    f"field {field!r} must hold integers in 0..{U8.max}, got {value!r}"
+                ) from None
+            return
+        for i, item in enumerate(value):
+            _write(out, wire.item, item, f"{field}[{i}]")
+        return
+    for (name, sub), item in zip(_STRUCT_FIELDS[wire], value, strict=True):
+        _write(out, sub, item, f"{field}.{name}")
 
 
-def _fast_fetched_record(p: bytes) -> FetchedRecord | None:
-    try:
-        offset, size = _U64_U32.unpack_from(p, 1)
-        a = 13 + size
-        (size,) = _u32_from(p, a)
-        b = a + 4 + size
-        if b == len(p):
-            message: FetchedRecord = _new(FetchedRecord, (offset, p[13:a], p[a + 4 : b]))
-            return message
-    except struct.error:
-        pass
-    return None
+_pack_u32 = struct.Struct(">I").pack
 
 
-def _fast_batch_produced(p: bytes) -> BatchProduced | None:
-    if len(p) == 21:
-        message: BatchProduced = _new(BatchProduced, _U32_U64_U64.unpack_from(p, 1))
-        return message
-    return None
+# --------------------------------------------------------------------------- compiled paths
 
 
-def _fast_batches(p: bytes) -> Batches | None:
-    try:
-        log_start, high_watermark, size = _U64_U64_U32.unpack_from(p, 1)
-        if 21 + size == len(p):
-            message: Batches = _new(Batches, (log_start, high_watermark, p[21:]))
-            return message
-    except struct.error:
-        pass
-    return None
+def _compile(source: str, name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    code = compile(source, f"<rustka.native.codec {name}>", "exec")
+    # The source is generated in this module from the declarations, never from input.
+    exec(code, namespace)
+    fn: Callable[..., Any] = namespace[name]
+    return fn
 
 
-_FETCH_BATCH_TAIL = struct.Struct(">IQII")
-_U64_U32 = struct.Struct(">QI")
-_U64_U64_U32 = struct.Struct(">QQI")
+def _fast_decoder(spec: _Spec) -> Callable[[bytes], Any] | None:
+    """Straight-line decoding of a message without arrays; None on anything unusual.
 
-_Fast = Callable[[bytes], object]
+    Each run of fixed-size fields, together with the length prefix of the
+    variable field after it, is one ``unpack_from``; the result is checked to
+    end exactly at the end of the payload before any str is decoded.
+    """
+    if any(isinstance(wire, Array) for _, wire in spec.fields):
+        return None
+    ns: dict[str, Any] = {"_new": _new, "_cls": spec.cls, "_error": struct.error}
+    body: list[str] = []
+    values: list[str] = []
+    run: list[tuple[str, str]] = []
+    base, offset = "", 1  # the position: base (a local name or "") + offset
 
-_REQUESTS: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]] = {
-    1: ("Produce request", _read_produce, _fast_produce),
-    2: ("Fetch request", _read_fetch, _fast_fetch),
-    3: ("Commit request", _read_commit, None),
-    4: ("OffsetFetch request", _read_offset_fetch, None),
-    5: ("Hello request", _read_hello, None),
-    6: ("ProduceBatch request", _read_produce_batch, _fast_produce_batch),
-    7: ("FetchBatch request", _read_fetch_batch, _fast_fetch_batch),
-    8: ("Metadata request", _read_metadata, None),
-    9: ("CreateTopic request", _read_create_topic, None),
-    10: ("AlterTopic request", _read_alter_topic, None),
-    11: ("ListGroups request", _read_list_groups, None),
-    12: ("DescribeGroup request", _read_describe_group, None),
-}
+    def at(extra: int = 0) -> str:
+        if not base:
+            return str(offset + extra)
+        return f"{base} + {offset + extra}" if offset + extra else base
 
-_RESPONSES: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]] = {
-    1: ("Produced response", _read_produced, _fast_produced),
-    2: ("Record response", _read_fetched_record, _fast_fetched_record),
-    3: ("NotFound response", _read_not_found, None),
-    4: ("Error response", _read_error, None),
-    5: ("CommitOk response", _read_commit_ok, None),
-    6: ("Offset response", _read_offset, None),
-    7: ("Welcome response", _read_welcome, None),
-    8: ("BatchProduced response", _read_batch_produced, _fast_batch_produced),
-    9: ("Batches response", _read_batches, _fast_batches),
-    10: ("MetadataResult response", _read_metadata_result, None),
-    11: ("TopicInfo response", _read_topic_info, None),
-    12: ("Groups response", _read_groups, None),
-    13: ("GroupOffsets response", _read_group_offsets, None),
-    14: ("Failure response", _read_failure, None),
-    15: ("OutOfRange response", _read_out_of_range, None),
-}
+    def unpack() -> int:
+        fmt = ">" + "".join(code for code, _ in run)
+        name = f"_s{len(ns)}"
+        ns[name] = struct.Struct(fmt)
+        targets = ", ".join(target for _, target in run)
+        body.append(f"({targets},) = {name}.unpack_from(p, {at()})")
+        return ns[name].size
 
-
-def _decode_slow(
-    payload: bytes,
-    table: dict[int, tuple[str, Callable[[_Reader], object], _Fast | None]],
-    kind: str,
-) -> object:
-    """Everything but a fast path's success: empty frames, unknown codes, the reader."""
-    if not payload:
-        raise InvalidRequest(f"empty frame: a {kind} needs at least its {_CODE_NAME[kind]} byte")
-    code = payload[0]
-    entry = table.get(code)
-    if entry is None:
-        raise InvalidRequest(f"unknown {_CODE_NAME[kind]} {code}")
-    what, read, _ = entry
-    return _slow(payload, what, read)
+    for i, (_, wire) in enumerate(spec.fields):
+        if wire.fmt:
+            run.append((wire.fmt, f"v{i}"))
+            values.append(f"v{i}")
+            continue
+        run.append(("I", f"n{i}"))
+        start = at(unpack())
+        body.append(f"e{i} = {start} + n{i}")
+        values.append(f"p[{start}:e{i}]" + (".decode('utf-8')" if wire is STR else ""))
+        run, base, offset = [], f"e{i}", 0
+    if not base:
+        # Only fixed-size fields: the length alone decides, and one unpack builds it.
+        size = 1 + sum(struct.calcsize(">" + w.fmt) for _, w in spec.fields)
+        fmt = ">" + "".join(w.fmt for _, w in spec.fields)
+        ns["_all"] = struct.Struct(fmt)
+        made = "_new(_cls, _all.unpack_from(p, 1))" if spec.fields else "_new(_cls, ())"
+        source = f"def fast(p):\n    if len(p) == {size}:\n        return {made}\n    return None\n"
+        return _compile(source, "fast", ns)
+    end = at(unpack()) if run else at()
+    lines = ["def fast(p):", "    try:"]
+    lines += [f"        {line}" for line in body]
+    lines += [
+        f"        if {end} == len(p):",
+        f"            return _new(_cls, ({', '.join(values)},))",
+        "    except (_error, UnicodeDecodeError):",
+        "        pass",
+        "    return None",
+    ]
+    return _compile("\n".join(lines) + "\n", "fast", ns)
 
 
-_CODE_NAME = {"request": "op", "response": "tag"}
+def _fast_encoder(spec: _Spec, framed: bool) -> Callable[[Any], list[bytes]]:
+    """The final pieces of a message, packed with one struct call per run of fixed fields.
 
-# Code -> fast path, for the messages that have one; decode_request and decode_response
-# try it before anything else, and fall back to _decode_slow for errors and the rest.
+    ``framed`` puts the 4-byte length prefix in the first struct call. A trailing
+    ``BATCHES`` field stays its own piece. Anything unusual (a wrong type, a value
+    out of range) goes to the checking writer, which names the bad field.
+    """
+    slow = _slow_frame if framed else _slow_parts
+    ns: dict[str, Any] = {"_error": struct.error, "_spec": spec, "_slow": slow}
+    if any(isinstance(wire, Array) for _, wire in spec.fields):
+        source = "def parts(m):\n    return _slow(_spec, m)\n"
+        return _compile(source, "parts", ns)
+    names = [f"f{i}" for i in range(len(spec.fields))]
+    guards: list[str] = []
+    raws: list[str] = []
+    chunks: list[str] = []
+    blobs: list[str] = []
+    fmt, args = (">IB", ["_size", str(spec.code)]) if framed else (">B", [str(spec.code)])
+    size = 1
+
+    def close_run() -> None:
+        nonlocal fmt, args
+        if args:
+            name = f"_s{len(ns)}"
+            ns[name] = struct.Struct(fmt)
+            chunks.append(f"{name}.pack({', '.join(args)})")
+        fmt, args = ">", []
+
+    for name, (_, wire) in zip(names, spec.fields, strict=True):
+        if wire.fmt:
+            fmt += wire.fmt
+            args.append(name)
+            size += wire.min_size
+            continue
+        if wire is STR:
+            guards.append(f"type({name}) is str")
+            raws.append(f"r{name} = {name}.encode('utf-8')")
+            blob = f"r{name}"
+        else:
+            guards.append(f"type({name}) is bytes")
+            blob = name
+        fmt += "I"
+        args.append(f"len({blob})")
+        size += 4
+        close_run()
+        chunks.append(blob)
+        blobs.append(blob)
+    close_run()
+    if spec.uncopied:
+        head = chunks[:-1]
+        joined = head[0] if len(head) == 1 else f"b''.join(({', '.join(head)},))"
+        result = f"[{joined}, {chunks[-1]}]"
+    else:
+        result = f"[{chunks[0]}]" if len(chunks) == 1 else f"[b''.join(({', '.join(chunks)},))]"
+    if not blobs:
+        # Only fixed-size fields: one pack of the whole message, straight from the tuple.
+        fixed = "".join(wire.fmt for _, wire in spec.fields)
+        ns["_all"] = struct.Struct((">IB" if framed else ">B") + fixed)
+        consts = f"{size}, {spec.code}" if framed else str(spec.code)
+        packed = f"_all.pack({consts}, *m)"
+        source = (
+            f"def parts(m):\n    try:\n        return [{packed}]\n"
+            "    except _error:\n        return _slow(_spec, m)\n"
+        )
+        return _compile(source, "parts", ns)
+    lines = ["def parts(m):"]
+    if names:
+        lines.append(f"    ({', '.join(names)},) = m")
+    indent = "    "
+    if guards:
+        lines.append(f"    if {' and '.join(guards)}:")
+        indent = "        "
+    lines += [f"{indent}{raw}" for raw in raws]
+    if framed:
+        lines.append(f"{indent}_size = {' + '.join([str(size), *(f'len({b})' for b in blobs)])}")
+    lines += [
+        f"{indent}try:",
+        f"{indent}    return {result}",
+        f"{indent}except _error:",
+        f"{indent}    pass",
+        "    return _slow(_spec, m)",
+    ]
+    return _compile("\n".join(lines) + "\n", "parts", ns)
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+class _Spec:
+    """Everything derived from one message declaration."""
+
+    __slots__ = (
+        "cls",
+        "code",
+        "decode_fast",
+        "fields",
+        "frame",
+        "kind",
+        "parts",
+        "uncopied",
+        "what",
+    )
+
+    def __init__(self, cls: type, code: int, kind: str) -> None:
+        self.cls = cls
+        self.code = code
+        self.kind = kind
+        self.fields = _wire_fields(cls)
+        # A trailing batches field is written as its own piece, never copied.
+        self.uncopied = bool(self.fields) and self.fields[-1][1] is BATCHES
+        wire_name = cls.__dict__.get("WIRE_NAME", cls.__name__)
+        self.what = f"{wire_name} {kind}"
+        self.decode_fast = _fast_decoder(self)
+        self.parts = _fast_encoder(self, framed=False)
+        self.frame = _fast_encoder(self, framed=True)
+
+    def decode_slow(self, payload: bytes) -> Any:
+        reader = _Reader(payload, self.what)
+        values = tuple(_read(reader, wire, name) for name, wire in self.fields)
+        reader.finish()
+        return _new(self.cls, values)
+
+    def encode_slow(self, message: Any) -> list[bytes]:
+        out = [bytes((self.code,))]
+        for (name, wire), value in zip(self.fields, message, strict=True):
+            _write(out, wire, value, name)
+        return out
+
+
+def _slow_parts(spec: _Spec, message: Any) -> list[bytes]:
+    pieces = spec.encode_slow(message)
+    if spec.uncopied:
+        return [b"".join(pieces[:-1]), pieces[-1]]
+    return [b"".join(pieces)]
+
+
+def _slow_frame(spec: _Spec, message: Any) -> list[bytes]:
+    parts = _slow_parts(spec, message)
+    size = sum(len(part) for part in parts)
+    _check_int(U32, size, "frame length")
+    return [_pack_u32(size) + parts[0], *parts[1:]]
+
+
+_STRUCT_FIELDS: dict[type, tuple[Field, ...]] = {}
+_REQUESTS: dict[int, _Spec] = {}
+_RESPONSES: dict[int, _Spec] = {}
+_SPECS: dict[type, _Spec] = {}
+
+
+def _register(cls: type, code: int, kind: str, table: dict[int, _Spec]) -> Any:
+    made = value_class(cls)
+    if code in table:
+        raise TypeError(f"{kind} code {code} is declared twice")
+    spec = _Spec(made, code, kind)
+    table[code] = spec
+    _SPECS[made] = spec
+    return made
+
+
+def request(cls: type[_T]) -> type[_T]:
+    """Declare a request: ``OP`` is its op byte, the annotations its fields in wire order."""
+    made: type[_T] = _register(cls, cls.__dict__["OP"], "request", _REQUESTS)
+    return made
+
+
+def response(cls: type[_T]) -> type[_T]:
+    """Declare a response: ``TAG`` is its tag byte, the annotations its fields in wire order."""
+    made: type[_T] = _register(cls, cls.__dict__["TAG"], "response", _RESPONSES)
+    return made
+
+
+def item(cls: type[_T]) -> type[_T]:
+    """Declare a struct used as an array item (no code of its own)."""
+    made: type[_T] = value_class(cls)
+    _STRUCT_FIELDS[made] = _wire_fields(made)
+    return made
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@request
+class Produce:
+    """Op 1: append one record; the broker picks the partition from the key."""
+
+    OP: ClassVar[int] = 1
+    topic: Str
+    key: Bytes
+    value: Bytes
+
+
+@request
+class Fetch:
+    """Op 2: read the single record at ``offset``."""
+
+    OP: ClassVar[int] = 2
+    topic: Str
+    partition: UInt32
+    offset: UInt64
+
+
+@request
+class Commit:
+    """Op 3: remember ``offset`` as the next offset ``group`` will read."""
+
+    OP: ClassVar[int] = 3
+    group: Str
+    topic: Str
+    partition: UInt32
+    offset: UInt64
+
+
+@request
+class OffsetFetch:
+    """Op 4: ask for a group's committed offset."""
+
+    OP: ClassVar[int] = 4
+    group: Str
+    topic: Str
+    partition: UInt32
+
+
+@request
+class Hello:
+    """Op 5: version handshake; optional, and it changes nothing about the connection."""
+
+    OP: ClassVar[int] = 5
+    version: UInt32
+    client: Str
+
+
+@request
+class ProduceBatch:
+    """Op 6: append client-built RecordBatch v2 bytes to one partition."""
+
+    OP: ClassVar[int] = 6
+    topic: Str
+    partition: UInt32
+    batches: RecordBatches
+
+
+@request
+class FetchBatch:
+    """Op 7: read whole stored batches from ``offset``, long-polling at the end of the log."""
+
+    OP: ClassVar[int] = 7
+    topic: Str
+    partition: UInt32
+    offset: UInt64
+    max_bytes: UInt32
+    max_wait_ms: UInt32
+
+
+@request
+class Metadata:
+    """Op 8: partition bounds of the named topics (all topics when ``topics`` is empty)."""
+
+    OP: ClassVar[int] = 8
+    topics: StrArray = ()
+
+
+@request
+class CreateTopic:
+    """Op 9: create a topic with an explicit partition count."""
+
+    OP: ClassVar[int] = 9
+    topic: Str
+    partitions: UInt32
+
+
+@request
+class AlterTopic:
+    """Op 10: raise a topic's partition count (keys may move, as in Kafka)."""
+
+    OP: ClassVar[int] = 10
+    topic: Str
+    partitions: UInt32
+
+
+@request
+class ListGroups:
+    """Op 11: names of every group with at least one committed offset."""
+
+    OP: ClassVar[int] = 11
+
+
+@request
+class DescribeGroup:
+    """Op 12: a group's committed offsets next to the partition bounds, for lag."""
+
+    OP: ClassVar[int] = 12
+    group: Str
+
+
+# --------------------------------------------------------------------------- responses
+
+
+@response
+class Produced:
+    """Tag 1: where a Produce landed."""
+
+    TAG: ClassVar[int] = 1
+    partition: UInt32
+    offset: UInt64
+
+
+@response
+class FetchedRecord:
+    """Tag 2 (``Record`` in PROTOCOL.md): the answer to a Fetch that found data."""
+
+    TAG: ClassVar[int] = 2
+    WIRE_NAME: ClassVar[str] = "Record"
+    offset: UInt64
+    key: Bytes
+    value: Bytes
+
+
+@response
+class NotFound:
+    """Tag 3: Fetch at/after the end, or OffsetFetch with no commit."""
+
+    TAG: ClassVar[int] = 3
+
+
+@response
+class Error:
+    """Tag 4: any failure of ops 1-4, and any frame that could not be parsed."""
+
+    TAG: ClassVar[int] = 4
+    message: Str
+
+
+@response
+class CommitOk:
+    """Tag 5: the commit is durable."""
+
+    TAG: ClassVar[int] = 5
+
+
+@response
+class Offset:
+    """Tag 6: a group's committed offset."""
+
+    TAG: ClassVar[int] = 6
+    offset: UInt64
+
+
+@response
+class Welcome:
+    """Tag 7: the broker's answer to Hello."""
+
+    TAG: ClassVar[int] = 7
+    version: UInt32
+    broker: Str
+    ops: OpCodes
+
+
+@response
+class BatchProduced:
+    """Tag 8: the offsets a ProduceBatch was given (inclusive range)."""
+
+    TAG: ClassVar[int] = 8
+    partition: UInt32
+    base_offset: UInt64
+    last_offset: UInt64
+
+
+@response
+class Batches:
+    """Tag 9: stored batches, byte for byte; may be empty at the high watermark."""
+
+    TAG: ClassVar[int] = 9
+    log_start: UInt64
+    high_watermark: UInt64
+    batches: RecordBatches
+
+
+@item
+class PartitionMetadata:
+    """The bounds of one partition; its index is its position in ``TopicMetadata.partitions``."""
+
+    log_start: UInt64
+    high_watermark: UInt64
+
+
+@item
+class TopicMetadata:
+    """One topic of a MetadataResult, its partitions in partition order."""
+
+    name: Str
+    partitions: Annotated[tuple[PartitionMetadata, ...], Array(PartitionMetadata)]
+
+
+@response
+class MetadataResult:
+    """Tag 10: the answer to Metadata."""
+
+    TAG: ClassVar[int] = 10
+    topics: Annotated[tuple[TopicMetadata, ...], Array(TopicMetadata)]
+
+
+@response
+class TopicInfo:
+    """Tag 11: a topic's partition count after CreateTopic or AlterTopic."""
+
+    TAG: ClassVar[int] = 11
+    topic: Str
+    partitions: UInt32
+
+
+@response
+class Groups:
+    """Tag 12: the answer to ListGroups."""
+
+    TAG: ClassVar[int] = 12
+    groups: StrArray
+
+
+@item
+class GroupOffset:
+    """One committed offset with the partition's bounds, so lag needs no second request."""
+
+    topic: Str
+    partition: UInt32
+    committed: UInt64
+    log_start: UInt64
+    high_watermark: UInt64
+
+    @property
+    def lag(self) -> int:
+        """Records the group has yet to read; never negative even if the log was rewound."""
+        return max(0, self.high_watermark - max(self.committed, self.log_start))
+
+
+@response
+class GroupOffsets:
+    """Tag 13: the answer to DescribeGroup."""
+
+    TAG: ClassVar[int] = 13
+    group: Str
+    offsets: Annotated[tuple[GroupOffset, ...], Array(GroupOffset)]
+
+
+@response
+class Failure:
+    """Tag 14: a failed extension op, with the machine-readable code from rustka.errors."""
+
+    TAG: ClassVar[int] = 14
+    code: UInt16
+    message: Str
+
+
+@response
+class OutOfRange:
+    """Tag 15: FetchBatch outside [log_start, high_watermark]; the bounds allow a reset."""
+
+    TAG: ClassVar[int] = 15
+    offset: UInt64
+    log_start: UInt64
+    high_watermark: UInt64
+
+
+# --------------------------------------------------------------------------- derived tables
+
+SEED_OPS: tuple[int, ...] = (1, 2, 3, 4)
+EXTENSION_OPS: tuple[int, ...] = tuple(sorted(set(_REQUESTS) - set(SEED_OPS)))
+
+# Every declared request or response class; the unions follow the declarations above.
+Request: TypeAlias = Union[tuple(spec.cls for spec in _REQUESTS.values())]  # type: ignore[valid-type]  # noqa: UP007
+Response: TypeAlias = Union[tuple(spec.cls for spec in _RESPONSES.values())]  # type: ignore[valid-type]  # noqa: UP007
+
+_Fast = Callable[[bytes], Any]
+_Encoder = Callable[[Any], list[bytes]]
+
 _FAST_REQUESTS: dict[int, _Fast] = {
-    code: fast for code, (_, _, fast) in _REQUESTS.items() if fast is not None
+    code: spec.decode_fast for code, spec in _REQUESTS.items() if spec.decode_fast is not None
 }
 _FAST_RESPONSES: dict[int, _Fast] = {
-    code: fast for code, (_, _, fast) in _RESPONSES.items() if fast is not None
+    code: spec.decode_fast for code, spec in _RESPONSES.items() if spec.decode_fast is not None
 }
+_REQUEST_PARTS: dict[type, _Encoder] = {s.cls: s.parts for s in _REQUESTS.values()}
+_RESPONSE_PARTS: dict[type, _Encoder] = {s.cls: s.parts for s in _RESPONSES.values()}
+_REQUEST_FRAMES: dict[type, _Encoder] = {s.cls: s.frame for s in _REQUESTS.values()}
+_RESPONSE_FRAMES: dict[type, _Encoder] = {s.cls: s.frame for s in _RESPONSES.values()}
+RESPONSE_FRAMERS: dict[type, _Encoder] = _RESPONSE_FRAMES
+"""Response class -> its compiled framer, for a server's write loop (one lookup, one call);
+treat it as read-only. ``response_frame`` is the same with a check of the type."""
+
+MESSAGES: tuple[_Spec, ...] = (*_REQUESTS.values(), *_RESPONSES.values())
+"""The declaration behind every message, for tests that drive each one through every path."""
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _decode_slow(payload: bytes, table: dict[int, _Spec], kind: str) -> Any:
+    """Everything but a fast path's success: empty frames, unknown codes, precise errors."""
+    code_name = "op" if kind == "request" else "tag"
+    if not payload:
+        raise InvalidRequest(f"empty frame: a {kind} needs at least its {code_name} byte")
+    spec = table.get(payload[0])
+    if spec is None:
+        raise InvalidRequest(f"unknown {code_name} {payload[0]}")
+    return spec.decode_slow(payload)
 
 
 def decode_request(payload: Buffer) -> Request:
@@ -814,8 +851,8 @@ def decode_request(payload: Buffer) -> Request:
         if fast is not None:
             message = fast(payload)
             if message is not None:
-                return message  # type: ignore[return-value]
-    return _decode_slow(payload, _REQUESTS, "request")  # type: ignore[return-value]
+                return message  # type: ignore[no-any-return]
+    return _decode_slow(payload, _REQUESTS, "request")  # type: ignore[no-any-return]
 
 
 def decode_response(payload: Buffer) -> Response:
@@ -827,456 +864,26 @@ def decode_response(payload: Buffer) -> Response:
         if fast is not None:
             message = fast(payload)
             if message is not None:
-                return message  # type: ignore[return-value]
-    return _decode_slow(payload, _RESPONSES, "response")  # type: ignore[return-value]
-
-
-# --------------------------------------------------------------------------- encoding
-
-
-def _u16(value: int, field: str) -> bytes:
-    try:
-        return _U16.pack(value)
-    except struct.error:
-        raise ValueError(
-            f"field {field!r} must be an integer in 0..{_U16_MAX}, got {value!r}"
-        ) from None
-
-
-def _u32(value: int, field: str) -> bytes:
-    try:
-        return _U32.pack(value)
-    except struct.error:
-        raise ValueError(
-            f"field {field!r} must be an integer in 0..{_U32_MAX}, got {value!r}"
-        ) from None
-
-
-def _u64(value: int, field: str) -> bytes:
-    try:
-        return _U64.pack(value)
-    except struct.error:
-        raise ValueError(
-            f"field {field!r} must be an integer in 0..{_U64_MAX}, got {value!r}"
-        ) from None
-
-
-def _blob(out: list[bytes], data: Buffer, field: str) -> None:
-    if type(data) is not bytes:
-        if not isinstance(data, (bytearray, memoryview)):
-            raise TypeError(f"field {field!r} must be bytes, got {type(data).__name__}")
-        data = bytes(data)
-    out.append(_u32(len(data), field))
-    out.append(data)
-
-
-def _text(out: list[bytes], value: str, field: str) -> None:
-    if type(value) is not str:
-        raise TypeError(f"field {field!r} must be str, got {type(value).__name__}")
-    raw = value.encode("utf-8")
-    out.append(_u32(len(raw), field))
-    out.append(raw)
-
-
-def _enc_produce(m: Produce) -> list[bytes]:
-    out = [b"\x01"]
-    _text(out, m.topic, "topic")
-    _blob(out, m.key, "key")
-    _blob(out, m.value, "value")
-    return out
-
-
-def _enc_fetch(m: Fetch) -> list[bytes]:
-    out = [b"\x02"]
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partition, "partition"))
-    out.append(_u64(m.offset, "offset"))
-    return out
-
-
-def _enc_commit(m: Commit) -> list[bytes]:
-    out = [b"\x03"]
-    _text(out, m.group, "group")
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partition, "partition"))
-    out.append(_u64(m.offset, "offset"))
-    return out
-
-
-def _enc_offset_fetch(m: OffsetFetch) -> list[bytes]:
-    out = [b"\x04"]
-    _text(out, m.group, "group")
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partition, "partition"))
-    return out
-
-
-def _enc_hello(m: Hello) -> list[bytes]:
-    out = [b"\x05", _u32(m.version, "version")]
-    _text(out, m.client, "client")
-    return out
-
-
-def _enc_produce_batch(m: ProduceBatch) -> list[bytes]:
-    out = [b"\x06"]
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partition, "partition"))
-    _blob(out, m.batches, "batches")
-    return out
-
-
-def _enc_fetch_batch(m: FetchBatch) -> list[bytes]:
-    out = [b"\x07"]
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partition, "partition"))
-    out.append(_u64(m.offset, "offset"))
-    out.append(_u32(m.max_bytes, "max_bytes"))
-    out.append(_u32(m.max_wait_ms, "max_wait_ms"))
-    return out
-
-
-def _enc_metadata(m: Metadata) -> list[bytes]:
-    out = [b"\x08", _u32(len(m.topics), "topics")]
-    for i, topic in enumerate(m.topics):
-        _text(out, topic, f"topics[{i}]")
-    return out
-
-
-def _enc_create_topic(m: CreateTopic) -> list[bytes]:
-    out = [b"\x09"]
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partitions, "partitions"))
-    return out
-
-
-def _enc_alter_topic(m: AlterTopic) -> list[bytes]:
-    out = [b"\x0a"]
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partitions, "partitions"))
-    return out
-
-
-def _enc_list_groups(m: ListGroups) -> list[bytes]:
-    return [b"\x0b"]
-
-
-def _enc_describe_group(m: DescribeGroup) -> list[bytes]:
-    out = [b"\x0c"]
-    _text(out, m.group, "group")
-    return out
-
-
-def _enc_produced(m: Produced) -> list[bytes]:
-    return [b"\x01", _u32(m.partition, "partition"), _u64(m.offset, "offset")]
-
-
-def _enc_fetched_record(m: FetchedRecord) -> list[bytes]:
-    out = [b"\x02", _u64(m.offset, "offset")]
-    _blob(out, m.key, "key")
-    _blob(out, m.value, "value")
-    return out
-
-
-def _enc_not_found(m: NotFound) -> list[bytes]:
-    return [b"\x03"]
-
-
-def _enc_error(m: Error) -> list[bytes]:
-    out = [b"\x04"]
-    _text(out, m.message, "message")
-    return out
-
-
-def _enc_commit_ok(m: CommitOk) -> list[bytes]:
-    return [b"\x05"]
-
-
-def _enc_offset(m: Offset) -> list[bytes]:
-    return [b"\x06", _u64(m.offset, "offset")]
-
-
-def _enc_welcome(m: Welcome) -> list[bytes]:
-    out = [b"\x07", _u32(m.version, "version")]
-    _text(out, m.broker, "broker")
-    out.append(_u32(len(m.ops), "ops"))
-    try:
-        out.append(bytes(m.ops))
-    except (ValueError, TypeError):
-        raise ValueError(f"field 'ops' must hold integers in 0..{_U8_MAX}, got {m.ops!r}") from None
-    return out
-
-
-def _enc_batch_produced(m: BatchProduced) -> list[bytes]:
-    return [
-        b"\x08",
-        _u32(m.partition, "partition"),
-        _u64(m.base_offset, "base_offset"),
-        _u64(m.last_offset, "last_offset"),
-    ]
-
-
-def _enc_batches(m: Batches) -> list[bytes]:
-    out = [b"\x09", _u64(m.log_start, "log_start"), _u64(m.high_watermark, "high_watermark")]
-    _blob(out, m.batches, "batches")
-    return out
-
-
-def _enc_metadata_result(m: MetadataResult) -> list[bytes]:
-    out = [b"\x0a", _u32(len(m.topics), "topics")]
-    for i, topic in enumerate(m.topics):
-        _text(out, topic.name, f"topics[{i}].name")
-        out.append(_u32(len(topic.partitions), f"topics[{i}].partitions"))
-        for j, part in enumerate(topic.partitions):
-            out.append(_u64(part.log_start, f"topics[{i}].partitions[{j}].log_start"))
-            out.append(_u64(part.high_watermark, f"topics[{i}].partitions[{j}].high_watermark"))
-    return out
-
-
-def _enc_topic_info(m: TopicInfo) -> list[bytes]:
-    out = [b"\x0b"]
-    _text(out, m.topic, "topic")
-    out.append(_u32(m.partitions, "partitions"))
-    return out
-
-
-def _enc_groups(m: Groups) -> list[bytes]:
-    out = [b"\x0c", _u32(len(m.groups), "groups")]
-    for i, group in enumerate(m.groups):
-        _text(out, group, f"groups[{i}]")
-    return out
-
-
-def _enc_group_offsets(m: GroupOffsets) -> list[bytes]:
-    out = [b"\x0d"]
-    _text(out, m.group, "group")
-    out.append(_u32(len(m.offsets), "offsets"))
-    for i, entry in enumerate(m.offsets):
-        where = f"offsets[{i}]"
-        _text(out, entry.topic, f"{where}.topic")
-        out.append(_u32(entry.partition, f"{where}.partition"))
-        out.append(_u64(entry.committed, f"{where}.committed"))
-        out.append(_u64(entry.log_start, f"{where}.log_start"))
-        out.append(_u64(entry.high_watermark, f"{where}.high_watermark"))
-    return out
-
-
-def _enc_failure(m: Failure) -> list[bytes]:
-    out = [b"\x0e", _u16(m.code, "code")]
-    _text(out, m.message, "message")
-    return out
-
-
-def _enc_out_of_range(m: OutOfRange) -> list[bytes]:
-    return [
-        b"\x0f",
-        _u64(m.offset, "offset"),
-        _u64(m.log_start, "log_start"),
-        _u64(m.high_watermark, "high_watermark"),
-    ]
-
-
-_REQUEST_ENCODERS: dict[type, Callable[..., list[bytes]]] = {
-    Produce: _enc_produce,
-    Fetch: _enc_fetch,
-    Commit: _enc_commit,
-    OffsetFetch: _enc_offset_fetch,
-    Hello: _enc_hello,
-    ProduceBatch: _enc_produce_batch,
-    FetchBatch: _enc_fetch_batch,
-    Metadata: _enc_metadata,
-    CreateTopic: _enc_create_topic,
-    AlterTopic: _enc_alter_topic,
-    ListGroups: _enc_list_groups,
-    DescribeGroup: _enc_describe_group,
-}
-
-_RESPONSE_ENCODERS: dict[type, Callable[..., list[bytes]]] = {
-    Produced: _enc_produced,
-    FetchedRecord: _enc_fetched_record,
-    NotFound: _enc_not_found,
-    Error: _enc_error,
-    CommitOk: _enc_commit_ok,
-    Offset: _enc_offset,
-    Welcome: _enc_welcome,
-    BatchProduced: _enc_batch_produced,
-    Batches: _enc_batches,
-    MetadataResult: _enc_metadata_result,
-    TopicInfo: _enc_topic_info,
-    Groups: _enc_groups,
-    GroupOffsets: _enc_group_offsets,
-    Failure: _enc_failure,
-    OutOfRange: _enc_out_of_range,
-}
-
-
-# The hot messages below get a second encoder that packs the whole frame head in one
-# struct call and returns its final pieces. Anything unusual (a wrong type, a value out
-# of range) falls back to the field-by-field encoder above, which names the bad field.
-
-_OP_LEN = struct.Struct(">BI")
-_PRODUCED = struct.Struct(">BIQ")
-_FETCHED_RECORD_HEAD = struct.Struct(">BQI")
-_BATCH_PRODUCED = struct.Struct(">BIQQ")
-_BATCHES_HEAD = struct.Struct(">BQQI")
-_FETCH_BATCH_REST = struct.Struct(">IQII")
-_pack_u32 = _U32.pack
-
-
-def _parts_produce(m: Produce) -> list[bytes]:
-    topic, key, value = m
-    if type(topic) is str and type(key) is bytes and type(value) is bytes:
-        raw = topic.encode("utf-8")
-        try:
-            return [
-                b"".join(
-                    (
-                        _OP_LEN.pack(1, len(raw)),
-                        raw,
-                        _pack_u32(len(key)),
-                        key,
-                        _pack_u32(len(value)),
-                        value,
-                    )
-                )
-            ]
-        except struct.error:
-            pass
-    return [b"".join(_enc_produce(m))]
-
-
-def _parts_fetch(m: Fetch) -> list[bytes]:
-    topic, partition, offset = m
-    if type(topic) is str:
-        raw = topic.encode("utf-8")
-        try:
-            return [_OP_LEN.pack(2, len(raw)) + raw + _U32_U64.pack(partition, offset)]
-        except struct.error:
-            pass
-    return [b"".join(_enc_fetch(m))]
-
-
-def _parts_produce_batch(m: ProduceBatch) -> list[bytes]:
-    topic, partition, batches = m
-    if type(topic) is str and type(batches) is bytes:
-        raw = topic.encode("utf-8")
-        try:
-            return [
-                _OP_LEN.pack(6, len(raw)) + raw + _U32_U32.pack(partition, len(batches)),
-                batches,
-            ]
-        except struct.error:
-            pass
-    return _split_last(_enc_produce_batch(m))
-
-
-def _parts_fetch_batch(m: FetchBatch) -> list[bytes]:
-    topic = m.topic
-    if type(topic) is str:
-        raw = topic.encode("utf-8")
-        try:
-            return [_OP_LEN.pack(7, len(raw)) + raw + _FETCH_BATCH_REST.pack(*m[1:])]
-        except struct.error:
-            pass
-    return [b"".join(_enc_fetch_batch(m))]
-
-
-def _parts_produced(m: Produced) -> list[bytes]:
-    try:
-        return [_PRODUCED.pack(1, *m)]
-    except struct.error:
-        return [b"".join(_enc_produced(m))]
-
-
-def _parts_fetched_record(m: FetchedRecord) -> list[bytes]:
-    offset, key, value = m
-    if type(key) is bytes and type(value) is bytes:
-        try:
-            return [
-                b"".join(
-                    (
-                        _FETCHED_RECORD_HEAD.pack(2, offset, len(key)),
-                        key,
-                        _pack_u32(len(value)),
-                        value,
-                    )
-                )
-            ]
-        except struct.error:
-            pass
-    return [b"".join(_enc_fetched_record(m))]
-
-
-def _parts_batch_produced(m: BatchProduced) -> list[bytes]:
-    try:
-        return [_BATCH_PRODUCED.pack(8, *m)]
-    except struct.error:
-        return [b"".join(_enc_batch_produced(m))]
-
-
-def _parts_batches(m: Batches) -> list[bytes]:
-    log_start, high_watermark, batches = m
-    if type(batches) is bytes:
-        try:
-            return [_BATCHES_HEAD.pack(9, log_start, high_watermark, len(batches)), batches]
-        except struct.error:
-            pass
-    return _split_last(_enc_batches(m))
-
-
-def _split_last(pieces: list[bytes]) -> list[bytes]:
-    """Join the small head and keep the trailing blob separate so it is never copied."""
-    return [b"".join(pieces[:-1]), pieces[-1]]
-
-
-def _joined(encoder: Callable[..., list[bytes]]) -> Callable[..., list[bytes]]:
-    def parts(message: object) -> list[bytes]:
-        return [b"".join(encoder(message))]
-
-    return parts
-
-
-# Message type -> its final pieces: one for most, two (head, uncopied blob) for the
-# messages that carry batches.
-_REQUEST_PARTS: dict[type, Callable[..., list[bytes]]] = {
-    kind: _joined(encoder) for kind, encoder in _REQUEST_ENCODERS.items()
-}
-_REQUEST_PARTS.update(
-    {
-        Produce: _parts_produce,
-        Fetch: _parts_fetch,
-        ProduceBatch: _parts_produce_batch,
-        FetchBatch: _parts_fetch_batch,
-    }
-)
-
-_RESPONSE_PARTS: dict[type, Callable[..., list[bytes]]] = {
-    kind: _joined(encoder) for kind, encoder in _RESPONSE_ENCODERS.items()
-}
-_RESPONSE_PARTS.update(
-    {
-        Produced: _parts_produced,
-        FetchedRecord: _parts_fetched_record,
-        BatchProduced: _parts_batch_produced,
-        Batches: _parts_batches,
-    }
-)
+                return message  # type: ignore[no-any-return]
+    return _decode_slow(payload, _RESPONSES, "response")  # type: ignore[no-any-return]
+
+
+def _encoder(table: dict[type, _Encoder], message: object, kind: str) -> _Encoder:
+    encoder = table.get(type(message))
+    if encoder is None:
+        raise TypeError(f"not a rustka {kind}: {type(message).__name__}")
+    return encoder
 
 
 def encode_request(req: Request) -> bytes:
     """The frame payload of ``req`` (without the 4-byte length prefix)."""
-    encoder = _REQUEST_PARTS.get(type(req))
-    if encoder is None:
-        raise TypeError(f"not a rustka request: {type(req).__name__}")
-    parts = encoder(req)
+    parts = _encoder(_REQUEST_PARTS, req, "request")(req)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def encode_response(resp: Response) -> bytes:
     """The frame payload of ``resp`` (without the 4-byte length prefix)."""
-    encoder = _RESPONSE_PARTS.get(type(resp))
-    if encoder is None:
-        raise TypeError(f"not a rustka response: {type(resp).__name__}")
-    parts = encoder(resp)
+    parts = _encoder(_RESPONSE_PARTS, resp, "response")(resp)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
@@ -1286,10 +893,7 @@ def request_parts(req: Request) -> list[bytes]:
     ``b"".join(request_parts(req)) == encode_request(req)``; the pieces suit
     ``transport.writeSequence`` so a large batch is not copied into a new frame.
     """
-    encoder = _REQUEST_PARTS.get(type(req))
-    if encoder is None:
-        raise TypeError(f"not a rustka request: {type(req).__name__}")
-    return encoder(req)
+    return _encoder(_REQUEST_PARTS, req, "request")(req)
 
 
 def response_parts(resp: Response) -> list[bytes]:
@@ -1297,16 +901,27 @@ def response_parts(resp: Response) -> list[bytes]:
 
     ``b"".join(response_parts(resp)) == encode_response(resp)``.
     """
-    encoder = _RESPONSE_PARTS.get(type(resp))
-    if encoder is None:
-        raise TypeError(f"not a rustka response: {type(resp).__name__}")
-    return encoder(resp)
+    return _encoder(_RESPONSE_PARTS, resp, "response")(resp)
+
+
+def request_frame(req: Request) -> list[bytes]:
+    """The whole frame of ``req``, length prefix included, as pieces for writeSequence."""
+    return _encoder(_REQUEST_FRAMES, req, "request")(req)
+
+
+def response_frame(resp: Response) -> list[bytes]:
+    """The whole frame of ``resp``, length prefix included, as pieces for writeSequence.
+
+    The server writes every response through this; a fixed-size response (a
+    seed ``Produced``) is a single struct call, prefix and all.
+    """
+    return _encoder(_RESPONSE_FRAMES, resp, "response")(resp)
 
 
 # --------------------------------------------------------------------------- errors
 
 
-_SEED_REQUEST_TYPES = (Produce, Fetch, Commit, OffsetFetch)
+_SEED_REQUEST_TYPES = tuple(_REQUESTS[op].cls for op in SEED_OPS)
 
 
 def error_response(request: Request | None, exc: RustkaError) -> Response:
@@ -1322,6 +937,41 @@ def error_response(request: Request | None, exc: RustkaError) -> Response:
     if isinstance(exc, OffsetOutOfRange) and isinstance(request, FetchBatch):
         return OutOfRange(exc.offset, exc.log_start, exc.end)
     code = getattr(exc, "code", RustkaError.code)
-    if not isinstance(code, int) or not 0 <= code <= _U16_MAX:
+    if not isinstance(code, int) or not 0 <= code <= U16.max:
         code = RustkaError.code
     return Failure(code, message)
+
+
+__all__ = [
+    "BATCHES",
+    "BYTES",
+    "EXTENSION_OPS",
+    "MESSAGES",
+    "MIN_PROTOCOL_VERSION",
+    "PROTOCOL_VERSION",
+    "RESPONSE_FRAMERS",
+    "SEED_OPS",
+    "STR",
+    "U16",
+    "U32",
+    "U64",
+    "U8",
+    "Array",
+    "Request",
+    "Response",
+    "WireType",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "error_response",
+    "item",
+    "request",
+    "request_frame",
+    "request_parts",
+    "response",
+    "response_frame",
+    "response_parts",
+    *(spec.cls.__name__ for spec in MESSAGES),
+    *(cls.__name__ for cls in _STRUCT_FIELDS),
+]

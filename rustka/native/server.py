@@ -234,11 +234,11 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         slots = self._slots
         out: list[bytes] = []
         # The codec frames each response, prefix included (one struct call for a Produced).
-        frame = p.response_frame
+        framers = p.RESPONSE_FRAMERS
         while slots and slots[0][0] is not None:
             response, cost = slots.popleft()
             self._reserved -= cost
-            out += frame(response)
+            out += framers[type(response)](response)
         if out:
             self.transport.writeSequence(out)
         if "in-flight" in self._reading_paused_by and (
