@@ -34,7 +34,7 @@ from twisted.python.failure import Failure
 from rustka.broker.lanes import Lane
 from rustka.errors import RecordTooLarge, UnknownTopic
 from rustka.names import validate_topic
-from rustka.storage.partition_log import PartitionLog, ms_now
+from rustka.storage.partition_log import AppendInfo, PartitionLog, ms_now
 from rustka.storage.record_batch import (
     BatchHeader,
     Record,
@@ -69,6 +69,8 @@ class AppendResult:
     base_offset: int
     last_offset: int
     log_start_offset: int
+    duplicate: bool = False
+    """A retried idempotent batch: not stored again, these are its original offsets."""
 
 
 def seed_batches(records: Sequence[KeyedRecord]) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
@@ -250,6 +252,13 @@ class Appends:
         """The bookkeeping every append shares, then the entry point's own answer."""
         key, size, sink, sink_context = context
         if type(result) is not Failure:
+            # an AppendInfo: refused (idempotence error), a duplicate, or stored
+            if result.error is not None:
+                sink(Failure(result.error), key, sink_context)
+                return
+            if result.duplicate:
+                sink(result, key, sink_context)
+                return
             first, last = result
             core = self._core
             stats = core.stats
@@ -263,7 +272,7 @@ class Appends:
 
 def _write_batches(
     plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]]]]
-) -> list[tuple[int, int]]:
+) -> list[AppendInfo]:
     """Runs on the pool: one coalesced write (and fsync) for queued appends."""
     return plog.append_many([item[0] for item in items], [item[1] for item in items])
 
@@ -283,4 +292,4 @@ def _batches_appended(
     if type(result) is Failure:
         d.errback(result)
     else:
-        d.callback(AppendResult(result[0], result[1], plog.log_start_offset))
+        d.callback(AppendResult(result[0], result[1], plog.log_start_offset, result.duplicate))

@@ -1,0 +1,253 @@
+"""The broker core's protocol-neutral API, called directly on a running broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from rustka.broker.core import EARLIEST, LATEST, AppendResult, Broker, OffsetAtTime
+from rustka.broker.lanes import IOPool
+from rustka.config import Config
+from rustka.errors import (
+    BrokerUnavailable,
+    InvalidBatch,
+    InvalidRequest,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    TopicExists,
+    UnknownTopic,
+)
+from rustka.native import codec as p
+from rustka.native.handlers import NativeHandler
+from rustka.storage.partition_log import ms_now
+from rustka.storage.record_batch import Record, encode_batch, scan_batches
+from tests.conftest import RunningBroker, within
+
+
+def batch(*values: bytes, timestamp: int | None = None) -> bytes:
+    """A batch stamped now by default: old timestamps would make segment_ms roll."""
+    stamp = ms_now() if timestamp is None else timestamp
+    return encode_batch([Record(b"k", v) for v in values], timestamp=stamp)
+
+
+async def fails_with(d: defer.Deferred[Any], error: type[Exception]) -> Exception:
+    with pytest.raises(error) as info:
+        await within(d)
+    return info.value
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_then_read_returns_the_stored_batches(broker: RunningBroker) -> None:
+    """append answers the offsets it assigned; read serves the bytes with the bounds."""
+    core = broker.broker
+    await within(core.create_topic("a", 1))
+    first = await within(core.append("a", 0, batch(b"1", b"2"), auto_create=False))
+    second = await within(core.append("a", 0, memoryview(batch(b"3")), auto_create=False))
+    assert first == AppendResult(0, 1, 0)
+    assert second == AppendResult(2, 2, 0)
+    result = await within(core.read("a", 0, 0, 1 << 20))
+    assert (result.high_watermark, result.log_start_offset) == (3, 0)
+    batches, _ = scan_batches(b"".join(result.chunks))
+    assert [h.base_offset for _, h in batches] == [0, 2]
+    assert result.size == sum(h.size for _, h in batches)
+
+
+@pytest_twisted.ensureDeferred
+async def test_read_bounds_and_a_first_batch_larger_than_max_bytes(broker: RunningBroker) -> None:
+    core = broker.broker
+    await within(core.create_topic("r", 1))
+    await within(core.append("r", 0, batch(b"x" * 5000), auto_create=False))
+    whole = await within(core.read("r", 0, 0, 1))
+    assert len(whole.chunks) == 1 and len(whole.chunks[0]) > 5000
+    at_end = await within(core.read("r", 0, 1, 1024))
+    assert at_end.chunks == () and at_end.high_watermark == 1
+    error = await fails_with(core.read("r", 0, 2, 1024), OffsetOutOfRange)
+    assert (error.offset, error.log_start, error.end) == (2, 0, 1)  # type: ignore[attr-defined]
+    await fails_with(core.read("nope", 0, 0, 1024), UnknownTopic)
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_refuses_bad_batches_and_stores_nothing(broker: RunningBroker) -> None:
+    core = broker.broker
+    await within(core.create_topic("v", 1))
+    good = batch(b"ok")
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    await fails_with(core.append("v", 0, good + bytes(corrupt), auto_create=False), InvalidBatch)
+    core.max_batch_bytes = len(good) - 1
+    error = await fails_with(core.append("v", 0, good, auto_create=False), RecordTooLarge)
+    assert f"limit of {len(good) - 1} bytes" in str(error)
+    assert core.bounds("v", 0) == (0, 0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_auto_creates_only_when_asked_and_allowed(broker_factory: Any) -> None:
+    running = await broker_factory(default_partitions=2)
+    try:
+        core = running.broker
+        await fails_with(core.append("new", 0, batch(b"v"), auto_create=False), UnknownTopic)
+        assert await within(core.append("new", 1, batch(b"v"), auto_create=True)) == AppendResult(
+            0, 0, 0
+        )
+        assert [len(t.partitions) for t in core.topics_snapshot(["new"])] == [2]
+    finally:
+        await running.stop()
+    disabled = await broker_factory(auto_create_topics=False)
+    try:
+        error = await fails_with(
+            disabled.broker.append("other", 0, batch(b"v"), auto_create=True), UnknownTopic
+        )
+        assert "auto-create is disabled" in str(error)
+    finally:
+        await disabled.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_both_append_paths_share_one_group_commit(broker: RunningBroker) -> None:
+    """Single records and client batches sent in one turn coalesce on one lane, in order."""
+    core = broker.broker
+    await within(core.create_topic("mix", 1))
+    answers: dict[Any, Any] = {}
+    done: defer.Deferred[None] = defer.Deferred()
+
+    def reply(tokens: list[Any], partition: int, first: Any, context: Any) -> None:
+        for i, token in enumerate(tokens):
+            answers[token] = first + i
+        if len(answers) == 50 and not done.called:
+            done.callback(None)
+
+    appended = []
+    for i in range(50):
+        core.append_records([("mix", b"k", b"r%d" % i)], [f"r{i}"], reply, None)
+        appended.append(core.append("mix", 0, batch(b"b%d" % i), auto_create=False))
+    await within(done)
+    for i, d in enumerate(appended):
+        answers[f"b{i}"] = (await within(d)).base_offset
+    expected = [x for i in range(50) for x in (f"r{i}", f"b{i}")]
+    assert [answers[token] for token in expected] == list(range(100))
+    lane = core.appends.lanes[("mix", 0)]
+    assert lane.items == 100 and lane.hops < 20
+
+
+@pytest_twisted.ensureDeferred
+async def test_wait_for_data_spans_partitions(broker: RunningBroker) -> None:
+    """A long-poll on several partitions fires on the first append to any of them."""
+    core = broker.broker
+    await within(core.create_topic("w1", 1))
+    await within(core.create_topic("w2", 2))
+    waiting = core.wait_for_data([("w1", 0, 0), ("w2", 1, 0), ("gone", 0, 0)], 30)
+    assert not waiting.called and len(core.waiters) == 1
+    await within(core.append("w2", 1, batch(b"v"), auto_create=False))
+    assert await within(waiting) is None
+    assert len(core.waiters) == 0
+    # data already past the position: no wait at all
+    assert core.wait_for_data([("w1", 0, 0), ("w2", 1, 0)], 30).called
+    timed_out = core.wait_for_data([("w1", 0, 0)], 0.01)
+    assert await within(timed_out) is None and len(core.waiters) == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_offset_earliest_latest_and_by_time(broker: RunningBroker) -> None:
+    core = broker.broker
+    await within(core.create_topic("t", 1))
+    await within(core.append("t", 0, batch(b"a", timestamp=1_000), auto_create=False))
+    await within(core.append("t", 0, batch(b"b", timestamp=2_000), auto_create=False))
+    assert await within(core.list_offset("t", 0, EARLIEST)) == OffsetAtTime(0, -1)
+    assert await within(core.list_offset("t", 0, LATEST)) == OffsetAtTime(2, -1)
+    assert await within(core.list_offset("t", 0, 1_500)) == OffsetAtTime(1, 2_000)
+    assert await within(core.list_offset("t", 0, 9_000)) is None
+    await fails_with(core.list_offset("t", 0, -7), InvalidRequest)
+
+
+@pytest_twisted.ensureDeferred
+async def test_topic_admin(broker: RunningBroker) -> None:
+    core = broker.broker
+    info = await within(core.create_topic("adm", 2, {"cleanup.policy": "delete"}))
+    assert (info.name, len(info.partitions)) == ("adm", 2)
+    assert info.configs["cleanup.policy"] == "delete"
+    assert info.configs["segment.bytes"] == str(broker.config.segment_bytes)
+    await fails_with(core.create_topic("adm", 2), TopicExists)
+    await fails_with(core.create_topic("x", 1, {"retention.ms": "1"}), InvalidRequest)
+    await fails_with(core.create_topic("y", 1, {"compression.type": "lz4"}), InvalidRequest)
+    assert "x" not in core.topics
+    grown = await within(core.alter_topic("adm", 4))
+    assert len(grown.partitions) == 4
+    await within(core.append("adm", 3, batch(b"v"), auto_create=False))
+    [snap] = core.topics_snapshot(["adm"])
+    assert [(pi.partition, pi.high_watermark) for pi in snap.partitions][3] == (3, 1)
+    await within(core.delete_topic("adm"))
+    assert [t.name for t in core.topics_snapshot()] == []
+    await fails_with(core.read("adm", 3, 0, 100), UnknownTopic)
+    recreated = await within(core.append("adm", 0, batch(b"v"), auto_create=True))
+    assert recreated.base_offset == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_offsets_commit_query_and_lag(broker: RunningBroker) -> None:
+    core = broker.broker
+    await within(core.create_topic("o", 2))
+    for _ in range(3):
+        await within(core.append("o", 1, batch(b"v"), auto_create=False))
+    await within(core.commit_offsets("g", {("o", 0): 0, ("o", 1): 1}))
+    assert core.committed_offsets("g") == {("o", 0): 0, ("o", 1): 1}
+    assert core.committed_offsets("g", [("o", 1), ("o", 5)]) == {("o", 1): 1}
+    assert [
+        (e.partition, e.committed, e.high_watermark, e.lag) for e in core.group_offsets("g")
+    ] == [
+        (0, 0, 0, 0),
+        (1, 1, 3, 2),
+    ]
+    assert core.group_names() == ["g"]
+    await fails_with(core.commit_offsets("g", {("o", 9): 1}), Exception)
+    assert core.committed_offsets("g") == {("o", 0): 0, ("o", 1): 1}
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_before_the_storage_opens_get_the_starting_error(tmp_path: Any) -> None:
+    """While recovery runs on the pool, every request is refused with a clear reason."""
+    from twisted.internet import reactor
+
+    io = IOPool(reactor, threads=1)
+    io.startService()
+    core = Broker(Config().updated({"data_dir": str(tmp_path / "d")}), io, reactor)
+    handler = NativeHandler(core)
+    try:
+        ready = core.open_storage()
+        assert core.state == "starting" and not ready.called
+        answer = await within(handler.handle(p.Produce("t", b"k", b"v")))
+        assert answer == p.Error("broker is starting: recovering storage")
+        error = await fails_with(
+            core.append("t", 0, batch(b"v"), auto_create=True), BrokerUnavailable
+        )
+        assert "starting" in str(error)
+        await within(ready)
+        assert core.state == "serving"
+        assert isinstance(await within(handler.handle(p.Produce("t", b"k", b"v"))), p.Produced)
+        await within(core.drain())
+        await within(io.run(core.close_storage))
+    finally:
+        io.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_storage_that_cannot_open_fails_when_ready(tmp_path: Any) -> None:
+    from twisted.internet import reactor
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    io = IOPool(reactor, threads=1)
+    io.startService()
+    core = Broker(Config().updated({"data_dir": str(blocker / "data")}), io, reactor)
+    try:
+        with pytest.raises(OSError):
+            await within(core.open_storage())
+        with pytest.raises(OSError):
+            await within(core.when_ready())
+        assert core.state == "failed"
+        with pytest.raises(BrokerUnavailable, match="storage failed to open"):
+            core.check_serving()
+    finally:
+        io.stopService()
