@@ -31,6 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from twisted.web import pages, resource, server
 
+from rustka.broker.maintenance import BACKGROUND_TASKS
 from rustka.broker.stats import LATENCY_BUCKETS
 from rustka.native import codec as p
 from rustka.ops.listeners import Listener
@@ -131,6 +132,14 @@ class BrokerCollector(Collector):
         )
         for name, documentation, value in counters:
             yield CounterMetricFamily(name, documentation, value=value)
+        background = CounterMetricFamily(
+            "rustka_background_failures",
+            "Failed background work (per partition and pass), by task; it is retried.",
+            labels=("task",),
+        )
+        for task in BACKGROUND_TASKS:
+            background.add_metric((task,), stats.background_failures.get(task, 0))
+        yield background
         yield GaugeMetricFamily(
             "rustka_connections", "Open client connections.", value=len(self.factory.connections)
         )

@@ -1,0 +1,159 @@
+"""Background passes survive a failing partition: the others carry on, the loop keeps
+running, a failed flush is retried, and every failure is counted and logged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest_twisted
+from prometheus_client import generate_latest
+from twisted.internet import defer
+
+from rustka.errors import StorageError
+from rustka.ops.metrics import metrics_registry
+from rustka.storage.partition_log import PartitionLog, ms_now
+from rustka.storage.record_batch import Record, encode_batch
+from tests.conftest import RunningBroker, within
+
+
+class FlakyLog(PartitionLog):
+    """A real partition log whose flush or retention fails on demand.
+
+    ``done[name]`` fires (on the reactor thread) the first time that operation
+    succeeds after the Deferred was put there, so tests wait for events, not time.
+    """
+
+    failing: set[str]
+    done: dict[str, defer.Deferred[None]]
+
+    def _outcome(self, name: str) -> None:
+        if name in self.failing:
+            raise StorageError(f"injected {name} failure in {self.directory}")
+
+    def _succeeded(self, name: str) -> None:
+        from twisted.internet import reactor
+
+        d = self.done.pop(name, None)
+        if d is not None:
+            reactor.callFromThread(d.callback, None)
+
+    def flush(self) -> None:
+        self._outcome("flush")
+        super().flush()
+        self._succeeded("flush")
+
+    def enforce_retention(self, now_ms: int) -> list[int]:
+        self._outcome("retention")
+        deleted = super().enforce_retention(now_ms)
+        self._succeeded("retention")
+        return deleted
+
+
+def flaky(running: RunningBroker, topic: str, *failing: str) -> FlakyLog:
+    plog = running.broker.partition(topic, 0)
+    plog.__class__ = FlakyLog
+    assert isinstance(plog, FlakyLog)
+    plog.failing = set(failing)
+    plog.done = {}
+    return plog
+
+
+async def fill(running: RunningBroker, topic: str, count: int = 1, size: int = 10) -> None:
+    await within(running.broker.create_topic(topic, 1))
+    for _ in range(count):
+        payload = encode_batch([Record(b"k", b"v" * size)], timestamp=ms_now())
+        await within(running.broker.append(topic, 0, payload, auto_create=False))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_flush_stays_dirty_and_is_retried(broker_factory: Any) -> None:
+    running = await broker_factory(flush="interval", flush_interval_ms=3_600_000)
+    try:
+        core = running.broker
+        await fill(running, "bad")
+        await fill(running, "good")
+        bad = flaky(running, "bad", "flush")
+        assert core.maintenance.dirty >= {("bad", 0), ("good", 0)}
+        await within(core.flush_dirty())
+        assert ("bad", 0) in core.maintenance.dirty
+        assert ("good", 0) not in core.maintenance.dirty
+        assert core.stats.background_failures == {"flush": 1}
+        registry = metrics_registry(core, running.factory, core.io)
+        page = generate_latest(registry).decode()
+        assert 'rustka_background_failures_total{task="flush"} 1.0' in page
+        assert 'rustka_background_failures_total{task="retention"} 0.0' in page
+        bad.failing.clear()
+        await within(core.flush_dirty())
+        assert core.maintenance.dirty == set()
+        assert core.stats.background_failures == {"flush": 1}
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_flush_loop_keeps_running_after_a_failure(
+    broker_factory: Any, log_watcher: Any
+) -> None:
+    running = await broker_factory(flush="interval", flush_interval_ms=10)
+    try:
+        await fill(running, "bad")
+        await fill(running, "good")
+        bad = flaky(running, "bad", "flush")
+        good = flaky(running, "good")
+        good.done["flush"] = good_flushed = defer.Deferred()
+        more = encode_batch([Record(b"k", b"v")], timestamp=ms_now())
+        await within(running.broker.append("bad", 0, more, auto_create=False))
+        await within(running.broker.append("good", 0, more, auto_create=False))
+        await log_watcher.wait_for("background flush failed for bad/0")
+        await within(good_flushed)
+        loops = running.top.broker_service.loops
+        assert loops and all(loop.running for loop in loops)
+        bad.done["flush"] = retried = defer.Deferred()
+        bad.failing.clear()
+        await within(retried)
+        assert running.broker.stats.background_failures["flush"] >= 1
+        assert all(loop.running for loop in running.top.broker_service.loops)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_retention_goes_on_for_the_other_partitions(broker_factory: Any) -> None:
+    running = await broker_factory(
+        segment_bytes=200, retention_bytes=1, retention_check_interval_ms=3_600_000
+    )
+    try:
+        core = running.broker
+        await fill(running, "bad", count=5, size=150)
+        await fill(running, "good", count=5, size=150)
+        flaky(running, "bad", "retention")
+        await within(core.enforce_retention())
+        assert core.bounds("good", 0)[0] == 4
+        assert core.bounds("bad", 0)[0] == 0
+        assert core.stats.background_failures == {"retention": 1}
+        assert core.stats.retention_deleted_segments == 4
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_retention_loop_keeps_running_after_a_failure(
+    broker_factory: Any, log_watcher: Any
+) -> None:
+    running = await broker_factory(
+        segment_bytes=200, retention_bytes=1, retention_check_interval_ms=10
+    )
+    try:
+        await fill(running, "bad", count=3, size=150)
+        await fill(running, "good")
+        bad = flaky(running, "bad", "retention")
+        await log_watcher.wait_for("background retention failed for bad/0")
+        assert all(loop.running for loop in running.top.broker_service.loops)
+        bad.done["retention"] = retried = defer.Deferred()
+        bad.failing.clear()
+        await within(retried)
+        assert running.broker.bounds("bad", 0)[0] > 0
+        failures = running.broker.stats.background_failures["retention"]
+        assert failures >= 1
+    finally:
+        await running.stop()
