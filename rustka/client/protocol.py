@@ -427,6 +427,14 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.AlterTopic(topic, partitions), done)
 
+    def delete_topic(self, topic: str) -> Deferred[None]:
+        """Delete a topic and all its data; fires once it is gone (UnknownTopic if it was not)."""
+
+        def done(response: p.Response) -> None:
+            _expect(response, p.TopicDeleted, "DeleteTopic")
+
+        return self._call(p.DeleteTopic(topic), done)
+
     def list_groups(self) -> Deferred[list[str]]:
         """Every group with a committed offset, in name order."""
 

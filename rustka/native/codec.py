@@ -40,7 +40,7 @@ from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
 from rustka.storage.record_batch import value_class
 
 PROTOCOL_VERSION = 2
-"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5 and up)."""
+"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-13)."""
 
 MIN_PROTOCOL_VERSION = 1
 
@@ -630,6 +630,14 @@ class DescribeGroup:
     group: Str
 
 
+@request
+class DeleteTopic:
+    """Op 13: delete a topic with all its partitions and data (Kafka's DeleteTopics)."""
+
+    OP: ClassVar[int] = 13
+    topic: Str
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -796,6 +804,14 @@ class OutOfRange:
     offset: UInt64
     log_start: UInt64
     high_watermark: UInt64
+
+
+@response
+class TopicDeleted:
+    """Tag 16: the answer to DeleteTopic; the topic and its data are gone."""
+
+    TAG: ClassVar[int] = 16
+    topic: Str
 
 
 # --------------------------------------------------------------------------- derived tables

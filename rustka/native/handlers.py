@@ -57,11 +57,8 @@ class NativeHandler:
             p.AlterTopic: self._alter_topic,
             p.ListGroups: self._list_groups,
             p.DescribeGroup: self._describe_group,
+            p.DeleteTopic: self._delete_topic,
         }
-        # DeleteTopic (op 13) joins the codec with Kafka's DeleteTopics (issue 11).
-        delete_topic = getattr(p, "DeleteTopic", None)
-        if delete_topic is not None:
-            self._handlers[delete_topic] = self._delete_topic
 
     # -- entry points ----------------------------------------------------------------
 
@@ -211,9 +208,8 @@ class NativeHandler:
     def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
         return self.broker.alter_topic(req.topic, req.partitions).addCallback(_topic_info)
 
-    def _delete_topic(self, req: Any) -> defer.Deferred[p.Response]:
-        deleted = p.TopicDeleted  # type: ignore[attr-defined]
-        return self.broker.delete_topic(req.topic).addCallback(lambda _: deleted(req.topic))
+    def _delete_topic(self, req: p.DeleteTopic) -> defer.Deferred[p.Response]:
+        return self.broker.delete_topic(req.topic).addCallback(lambda _: p.TopicDeleted(req.topic))
 
     def _list_groups(self, req: p.ListGroups) -> p.Response:
         return p.Groups(tuple(self.broker.group_names()))

@@ -36,7 +36,7 @@ from rustka.native import codec as p
 from rustka.native.handlers import NativeHandler
 
 WRITES: frozenset[type] = frozenset(
-    {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic}
+    {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
 )
 
 

@@ -32,6 +32,7 @@ from rustka.native.codec import (
     Commit,
     CommitOk,
     CreateTopic,
+    DeleteTopic,
     DescribeGroup,
     Error,
     Failure,
@@ -53,6 +54,7 @@ from rustka.native.codec import (
     Produce,
     ProduceBatch,
     Produced,
+    TopicDeleted,
     TopicInfo,
     TopicMetadata,
     Welcome,
@@ -165,6 +167,7 @@ REQUESTS = [
     ),
     Vector(ListGroups(), (("op", "0b"),)),
     Vector(DescribeGroup("analytics"), (("op", "0c"), ("group", ANALYTICS))),
+    Vector(DeleteTopic("events"), (("op", "0d"), ("topic", EVENTS))),
 ]
 
 RESPONSES = [
@@ -184,12 +187,12 @@ RESPONSES = [
     Vector(CommitOk(), (("tag", "05"),)),
     Vector(Offset(5), (("tag", "06"), ("offset", "0000000000000005"))),
     Vector(
-        Welcome(2, "rustka 0.1.0", tuple(range(1, 13))),
+        Welcome(2, "rustka 0.1.0", tuple(range(1, 14))),
         (
             ("tag", "07"),
             ("version", "00000002"),
             ("broker", "0000000c 727573746b6120302e312e30"),
-            ("ops", "0000000c 01 02 03 04 05 06 07 08 09 0a 0b 0c"),
+            ("ops", "0000000d 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d"),
         ),
         flat=False,
     ),
@@ -275,6 +278,7 @@ RESPONSES = [
             ("high_watermark", "000000000000002d"),
         ),
     ),
+    Vector(TopicDeleted("events"), (("tag", "10"), ("topic", EVENTS))),
 ]
 
 ALL = [(v, decode_request, encode_request) for v in REQUESTS] + [
@@ -323,16 +327,16 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
-    """The vector tables exercise all 12 ops and all 15 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 13))
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 16))
+    """The vector tables exercise all 13 ops and all 16 tags."""
+    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 14))
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 17))
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-12."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-13."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == tuple(range(5, 13))
+    assert tuple(EXTENSION_OPS) == tuple(range(5, 14))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -347,7 +351,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == set(range(1, 13))
+    assert {payload[0] for payload in examples} == set(range(1, 14))
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -356,7 +360,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == set(range(1, 16))
+    assert {payload[0] for payload in examples} == set(range(1, 17))
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -389,6 +393,7 @@ ROUND_TRIP_REQUESTS = [
     AlterTopic("a", 0),
     ListGroups(),
     DescribeGroup(""),
+    DeleteTopic("t\u00e9"),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -412,6 +417,7 @@ ROUND_TRIP_RESPONSES = [
     GroupOffsets("g", (GroupOffset("a", 0, 1, 2, 3), GroupOffset("b", 9, 8, 7, 6))),
     Failure(0xFFFF, "m"),
     OutOfRange(0, 0, 0),
+    TopicDeleted(""),
 ]
 
 
@@ -502,16 +508,16 @@ def test_empty_response_frame() -> None:
         decode_response(b"")
 
 
-@pytest.mark.parametrize("op", [0, 13, 99, 255])
+@pytest.mark.parametrize("op", [0, 14, 99, 255])
 def test_unknown_op(op: int) -> None:
-    """An op byte outside 1-12 is refused with its number in the message."""
+    """An op byte outside 1-13 is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown op {op}$"):
         decode_request(bytes([op]) + b"\x00\x00\x00\x00")
 
 
-@pytest.mark.parametrize("tag", [0, 16, 255])
+@pytest.mark.parametrize("tag", [0, 17, 255])
 def test_unknown_tag(tag: int) -> None:
-    """A tag byte outside 1-15 is refused with its number in the message."""
+    """A tag byte outside 1-16 is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown tag {tag}$"):
         decode_response(bytes([tag]))
 
@@ -571,6 +577,7 @@ BAD_UTF8 = "00000002 c328"  # 0xc3 starts a 2-byte sequence; 0x28 cannot continu
         (REQUESTS[9], "topic"),
         (REQUESTS[10], "topic"),
         (REQUESTS[12], "group"),
+        (REQUESTS[13], "topic"),
     ],
     ids=lambda x: x.name if isinstance(x, Vector) else x,
 )
@@ -591,6 +598,7 @@ def test_invalid_utf8_in_request_str(vector: Vector, field: str) -> None:
         (13, "group"),
         (13, "offsets[0].topic"),
         (14, "message"),
+        (16, "topic"),
     ],
 )
 def test_invalid_utf8_in_response_str(index: int, field: str) -> None:
@@ -757,6 +765,7 @@ def test_fetch_batch_out_of_range_gets_out_of_range_tag() -> None:
         (Metadata(()), OffsetOutOfRange(1, 2, 3), 6),
         (Hello(0, "c"), InvalidRequest("no common version"), 2),
         (ListGroups(), RustkaError("boom"), 1),
+        (DeleteTopic("x"), UnknownTopic("unknown topic 'x'"), 4),
     ],
     ids=lambda x: type(x).__name__ if not isinstance(x, int) else str(x),
 )

@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import defer
 from twisted.internet.protocol import Protocol
@@ -377,3 +378,55 @@ async def test_a_batch_between_seed_produces_keeps_its_place(broker: RunningBrok
     assert answers[1][0] == 8 and struct.unpack_from("!IQQ", answers[1], 1) == (0, 1, 1)
     assert answers[2] == produced(0, 2)
     await close(c)
+
+
+def failure(payload: bytes) -> tuple[int, str]:
+    """The (code, message) of a tag 14 Failure payload."""
+    assert payload[0] == 14, payload
+    (code, length) = struct.unpack_from("!HI", payload, 1)
+    assert len(payload) == 7 + length
+    return code, payload[7:].decode()
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_topic_removes_its_data_and_name(
+    broker: RunningBroker, data_dir: Path
+) -> None:
+    """Op 13 (docs/protocol.md 7.9): answered with tag 16 once the files are gone."""
+    c = await connect_raw(broker)
+    [created] = await c.ask(frame(b"\x09" + s("doomed") + struct.pack("!I", 2)))
+    assert created == b"\x0b" + s("doomed") + struct.pack("!I", 2)
+    await c.ask(produce("doomed", b"k", b"v"), produce("kept", b"k", b"v"))
+    assert any(path.name.startswith("doomed") for path in data_dir.iterdir())
+    answers = await c.ask(
+        frame(b"\x0d" + s("doomed")),
+        fetch("doomed", partition_for_key(b"k", 2), 0),
+        frame(b"\x0d" + s("doomed")),
+        frame(b"\x0d" + s("__offsets")),
+        frame(b"\x0d" + s("no/such")),
+    )
+    assert answers[0] == b"\x10" + s("doomed")
+    assert "unknown topic" in error_message(answers[1])
+    assert failure(answers[2])[0] == 4
+    assert failure(answers[3])[0] == 3
+    assert failure(answers[4])[0] == 3
+    assert not any(path.name.startswith("doomed") for path in data_dir.iterdir())
+    [kept] = await c.ask(fetch("kept", partition_for_key(b"k", 3), 0))
+    assert kept == record(0, b"k", b"v")
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_client_delete_topic(broker: RunningBroker) -> None:
+    """RustkaClientProtocol.delete_topic fires once deleted and raises UnknownTopic after."""
+    from rustka.errors import UnknownTopic
+
+    client = await within(defer.ensureDeferred(broker.client()))
+    try:
+        await within(client.create_topic("short-lived", 1))
+        assert await within(client.delete_topic("short-lived")) is None
+        assert await within(client.metadata()) == []
+        with pytest.raises(UnknownTopic):
+            await within(client.delete_topic("short-lived"))
+    finally:
+        await within(client.close())
