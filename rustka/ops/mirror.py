@@ -36,6 +36,7 @@ from rustka.ops.progress import Progress
 
 _PRODUCE, _FETCH, _LIST_OFFSETS, _METADATA = 0, 1, 2, 3
 _OFFSET_COMMIT, _OFFSET_FETCH, _LIST_GROUPS, _CREATE_TOPICS = 8, 9, 16, 19
+_OFFSET_OUT_OF_RANGE = 1
 _HEADER = 61
 _LOG_OVERHEAD = 12
 _PRODUCER_FIELDS = struct.Struct("!qhi")  # producerId, producerEpoch, baseSequence
@@ -315,18 +316,68 @@ class Mirror:
         keys = [(t, p) for t, n in sorted(self.partition_counts.items()) for p in range(n)]
         starts = await self._list(self.src, keys, -2)
         self.ends = await self._list(self.src, keys, -1)
-        target_ends = await self._list(self.dst, keys, -1)
+        fresh = [k for k in keys if k not in self.state.partitions]
+        if fresh:
+            target_ends = await self._list(self.dst, fresh, -1)
+            for key in fresh:
+                self.state.partitions[key] = PartitionState(starts[key], target_ends[key])
         for key in keys:
-            state = self.state.partitions.get(key)
-            if state is None:
-                state = PartitionState(starts[key], target_ends[key])
-                self.state.partitions[key] = state
-            elif target_ends[key] < state.next_target:
+            state = self.state.partitions[key]
+            state.ahead = await self._records_from(key, state.next_target)
+
+    async def _records_from(self, key: tuple[str, int], offset: int) -> int:
+        """How many records the target holds from ``offset`` on.
+
+        Read with Fetch rather than trusted from ListOffsets: that is what the
+        target really stores (some Kafka-compatible brokers report a high
+        watermark that lags their last batch). Records found here were copied
+        just before a crash and acknowledged, but never recorded in the state.
+        """
+        assert self.dst is not None
+        total = 0
+        position = offset
+        while True:
+            answer = await self.dst.request(
+                _FETCH,
+                {
+                    "replica_id": -1,
+                    # A short wait rather than none: some brokers answer a zero-wait
+                    # fetch with nothing at all, even when they hold data there.
+                    "max_wait_ms": 100,
+                    "min_bytes": 1,
+                    "max_bytes": _FETCH_BYTES,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "topic": key[0],
+                            "partitions": [
+                                {
+                                    "partition": key[1],
+                                    "fetch_offset": position,
+                                    "partition_max_bytes": _FETCH_BYTES,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+            parts = [p for t in answer["responses"] for p in t["partitions"]]
+            if not parts:
+                return total  # some brokers leave out a partition with nothing to send
+            part = parts[0]
+            if part["error_code"] == _OFFSET_OUT_OF_RANGE and position == offset:
                 raise RustkaError(
-                    f"{key[0]}/{key[1]}: the target ends at {target_ends[key]} but "
-                    f"{state.next_target} records were copied: it lost data"
+                    f"{key[0]}/{key[1]}: the target has no offset {offset}, but the state "
+                    f"says {offset} records were copied there: it lost data"
                 )
-            state.ahead = target_ends[key] - state.next_target
+            if part["error_code"]:
+                raise KafkaError(part["error_code"], f"reading {key[0]}/{key[1]} on the target")
+            batches = [b for b in split_batches(part["records"] or b"") if b[1] >= position]
+            if not batches:
+                return total
+            for base, last, _data in batches:
+                total += last - max(base, position) + 1
+                position = last + 1
 
     # -- copying ---------------------------------------------------------------------
 

@@ -1,0 +1,234 @@
+"""`rustka mirror` into a real Kafka-protocol cluster (Tansu), then switch a consumer over."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import threads
+
+from rustka.ops.mirror import PartitionState, split_batches, strip_producer
+from rustka.storage.record_batch import Record, crc_ok, encode_batch, parse_header
+from tests.conftest import RunningBroker, within
+from tests.kafka import real_clients as rc
+from tests.kafka.tansu import Tansu
+
+
+@pytest.fixture
+def tansu(tmp_path: Path) -> Iterator[Tansu]:
+    peer = Tansu(tmp_path)
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "rustka.ops.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_strip_producer_clears_the_ids_and_keeps_the_crc_valid() -> None:
+    batch = bytearray(encode_batch([Record(b"k", b"v")]))
+    # Make it look idempotent: producer id 7, epoch 0, sequence 3, with a valid CRC.
+    import struct
+
+    import crc32c
+
+    struct.pack_into("!qhi", batch, 43, 7, 0, 3)
+    struct.pack_into("!I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    strip_producer(batch)
+    header = parse_header(batch)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
+    assert crc_ok(batch, 0, header)
+
+
+def test_split_batches_drops_a_partial_tail() -> None:
+    a = encode_batch([Record(b"a", b"1"), Record(b"b", b"2")], base_offset=10)
+    b = encode_batch([Record(b"c", b"3")], base_offset=12)
+    got = split_batches(a + b + b[:30])
+    assert [(base, last) for base, last, _ in got] == [(10, 11), (12, 12)]
+
+
+def test_offsets_map_through_breakpoints() -> None:
+    state = PartitionState(next_source=0, next_target=0)
+    state.record(5, 0)  # source 5.. -> target 0..
+    state.record(20, 10)  # a gap of 5 source offsets
+    state.next_source, state.next_target = 30, 20
+    assert state.to_target(5) == 0
+    assert state.to_target(12) == 7
+    assert state.to_target(20) == 10
+    assert state.to_target(30) == 20
+
+
+@pytest_twisted.ensureDeferred
+async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
+    broker: RunningBroker, tansu: Tansu, tmp_path: Path
+) -> None:
+    sent = {p: [(f"k{p}-{i}".encode(), f"v{p}-{i}".encode()) for i in range(30)] for p in range(3)}
+    c = await broker.client()
+    try:
+        await c.create_topic("orders", 3)
+    finally:
+        await c.close()
+    for p, recs in sent.items():
+        await within(
+            threads.deferToThread(
+                rc.confluent_produce,
+                broker.address,
+                "orders",
+                recs,
+                p,
+                **{"acks": "all", "enable.idempotence": True},
+            ),
+            90,
+        )
+
+    def commit(bootstrap: str, offsets: dict[int, int]) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "billing"})
+        try:
+            consumer.commit(
+                offsets=[TopicPartition("orders", p, o) for p, o in offsets.items()],
+                asynchronous=False,
+            )
+        finally:
+            consumer.close()
+
+    await within(threads.deferToThread(commit, broker.address, {0: 10, 1: 20, 2: 30}), 60)
+
+    state = tmp_path / "mirror.json"
+    code, out, err = await within(
+        threads.deferToThread(
+            run_cli,
+            "mirror",
+            "--broker",
+            broker.address,
+            "--to",
+            tansu.address,
+            "--state",
+            str(state),
+            "--json",
+            "orders",
+        ),
+        120,
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["records"] == 90
+    assert summary["groups"] == 1
+
+    # A second run copies only what is new.
+    more = [(b"late", b"record")]
+
+    def produce_with_headers() -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": broker.address})
+        producer.produce(
+            "orders",
+            key=b"late",
+            value=b"record",
+            partition=0,
+            headers=[("trace", b"abc")],
+            timestamp=1_700_000_000_123,
+        )
+        assert producer.flush(30) == 0
+
+    await within(threads.deferToThread(produce_with_headers), 60)
+    code, out, err = await within(
+        threads.deferToThread(
+            run_cli,
+            "mirror",
+            "--broker",
+            broker.address,
+            "--to",
+            tansu.address,
+            "--state",
+            str(state),
+            "--json",
+            "orders",
+        ),
+        120,
+    )
+    assert code == 0, err
+    assert json.loads(out)["records"] == 1
+
+    # A crash after the target acknowledged but before the state was saved: the
+    # next run finds those records on the target and does not copy them again.
+    before = json.loads(state.read_text())
+    before["partitions"]["orders/0"]["next_source"] -= 1
+    before["partitions"]["orders/0"]["next_target"] -= 1
+    state.write_text(json.dumps(before))
+    code, out, err = await within(
+        threads.deferToThread(
+            run_cli,
+            "mirror",
+            "--broker",
+            broker.address,
+            "--to",
+            tansu.address,
+            "--state",
+            str(state),
+            "--json",
+            "orders",
+        ),
+        120,
+    )
+    assert code == 0, err
+    assert (json.loads(out)["records"], json.loads(out)["skipped_after_crash"]) == (0, 1)
+
+    # The same consumer group, pointed at the new cluster, resumes at the mirrored commits.
+    def resume(bootstrap: str) -> dict[int, list[tuple[bytes | None, bytes | None]]]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "billing",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        got: dict[int, list[Any]] = {0: [], 1: [], 2: []}
+        try:
+            # Assigned, not subscribed: the group's committed offset still decides where
+            # each partition starts, without waiting for the target's rebalance delay.
+            consumer.assign([TopicPartition("orders", p) for p in range(3)])
+            idle = 0
+            # Stop after 5 s of silence once everything expected arrived, or after 120 polls.
+            for _ in range(240):
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    idle += 1 if sum(map(len, got.values())) >= 31 else 0
+                    if idle >= 4:
+                        break
+                    continue
+                if msg.error():
+                    raise AssertionError(str(msg.error()))
+                got[msg.partition()].append(
+                    (msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+                )
+        finally:
+            consumer.close()
+        return got
+
+    got = await within(threads.deferToThread(resume, tansu.address), 120)
+    assert [(k, v) for k, v, _, _ in got[0]] == sent[0][10:] + more
+    assert got[0][-1][2:] == ([("trace", b"abc")], 1_700_000_000_123)
+    assert [(k, v) for k, v, _, _ in got[1]] == sent[1][20:]
+    assert got[2] == []
