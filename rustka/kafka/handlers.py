@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 from rustka import errors
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.schema import RequestHeader
+from rustka.storage.record_batch import CorruptMessage
 
 if TYPE_CHECKING:
     from rustka.kafka.server import KafkaFactory, KafkaProtocol
@@ -78,26 +79,24 @@ def error_code(failure_or_exc: Failure | BaseException) -> int:
 
 
 def _error_map() -> list[tuple[type[BaseException], int]]:
-    pairs: list[tuple[str, int]] = [
-        ("UnknownTopic", E.UNKNOWN_TOPIC_OR_PARTITION),
-        ("UnknownPartition", E.UNKNOWN_TOPIC_OR_PARTITION),
-        ("OffsetOutOfRange", E.OFFSET_OUT_OF_RANGE),
-        ("CorruptBatch", E.CORRUPT_MESSAGE),
-        ("RecordTooLarge", E.MESSAGE_TOO_LARGE),
-        ("MessageTooLarge", E.MESSAGE_TOO_LARGE),
-        ("OutOfOrderSequence", E.OUT_OF_ORDER_SEQUENCE_NUMBER),
-        ("ProducerFenced", E.INVALID_PRODUCER_EPOCH),
-        ("InvalidProducerEpoch", E.INVALID_PRODUCER_EPOCH),
-        ("UnknownProducerId", E.UNKNOWN_PRODUCER_ID),
-        ("InvalidBatch", E.INVALID_RECORD),
-        ("TopicExists", E.TOPIC_ALREADY_EXISTS),
-        ("InvalidPartitionCount", E.INVALID_PARTITIONS),
-        ("InvalidName", E.INVALID_TOPIC_EXCEPTION),
-        ("StorageError", E.KAFKA_STORAGE_ERROR),
-        ("BrokerUnavailable", E.NOT_LEADER_OR_FOLLOWER),
-        ("InvalidRequest", E.INVALID_REQUEST),
+    """Most specific classes first: the first match wins."""
+    return [
+        (errors.UnknownTopic, E.UNKNOWN_TOPIC_OR_PARTITION),
+        (errors.UnknownPartition, E.UNKNOWN_TOPIC_OR_PARTITION),
+        (errors.OffsetOutOfRange, E.OFFSET_OUT_OF_RANGE),
+        (CorruptMessage, E.CORRUPT_MESSAGE),
+        (errors.CorruptBatch, E.CORRUPT_MESSAGE),
+        (errors.RecordTooLarge, E.MESSAGE_TOO_LARGE),
+        (errors.OutOfOrderSequence, E.OUT_OF_ORDER_SEQUENCE_NUMBER),
+        (errors.ProducerFenced, E.INVALID_PRODUCER_EPOCH),
+        (errors.InvalidBatch, E.INVALID_RECORD),
+        (errors.TopicExists, E.TOPIC_ALREADY_EXISTS),
+        (errors.InvalidPartitionCount, E.INVALID_PARTITIONS),
+        (errors.InvalidName, E.INVALID_TOPIC_EXCEPTION),
+        (errors.StorageError, E.KAFKA_STORAGE_ERROR),
+        (errors.BrokerUnavailable, E.NOT_LEADER_OR_FOLLOWER),
+        (errors.InvalidRequest, E.INVALID_REQUEST),
     ]
-    return [(getattr(errors, name), code) for name, code in pairs if hasattr(errors, name)]
 
 
 _ERROR_MAP = _error_map()
