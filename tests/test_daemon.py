@@ -160,3 +160,48 @@ def test_rustka_serve_positional_sizes(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("runner", ["twistd", "serve"])
+def test_storage_that_cannot_open_exits_1_without_listening(tmp_path: Path, runner: str) -> None:
+    """A data dir that cannot be opened: the reason is logged, nothing listens, status 1.
+
+    Before, the port opened first and the process stayed up answering nothing.
+    """
+    data = tmp_path / "data"
+    data.write_text("a regular file where the data directory should be\n")
+    args = ["--data-dir", str(data), "--listen", "tcp:0:interface=127.0.0.1"]
+    command = (
+        [str(BIN / "twistd"), "--nodaemon", "--pidfile=", "rustka", *args]
+        if runner == "twistd"
+        else [str(BIN / "rustka"), "serve", *args]
+    )
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert f"cannot open the storage in {data}: FileExistsError" in output, output
+    assert not LISTENING.search(output), output
+    assert data.read_text().startswith("a regular file"), "the file was left alone"
+
+
+def test_metrics_listen_before_storage_and_broker_after(tmp_path: Path) -> None:
+    """Metrics bind first (reachable during recovery); the broker port only after storage."""
+    args = [
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--listen",
+        "tcp:0:interface=127.0.0.1",
+        "--metrics",
+        "tcp:0:interface=127.0.0.1",
+    ]
+    with Twistd(args) as daemon:
+        metrics_port = daemon.wait_port()
+        daemon.wait_for("storage ready")
+        broker_port = daemon.wait_port()
+        assert metrics_port != broker_port
+        assert cli(broker_port, "topics", "list").returncode == 0
+        assert daemon.stop() in (0, -signal.SIGTERM)
+    lines = "".join(daemon.output)
+    storage = lines.index("storage ready")
+    assert lines.index(f"port={metrics_port})") < storage
+    assert storage < lines.index(f"port={broker_port})")

@@ -10,6 +10,7 @@ Socket activation and Type=notify are exercised for real with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -176,19 +177,53 @@ def test_systemd_listener_without_activation_names_the_setting(tmp_path: Path) -
 
 
 def test_notify_ready_after_listening_and_stopping_on_sigterm(tmp_path: Path) -> None:
-    """READY=1 arrives once the port accepts requests; SIGTERM sends STOPPING=1."""
+    """READY=1 comes only once storage is open and the broker port accepts; SIGTERM: STOPPING=1.
+
+    The broker port is fixed here, so the test connects the moment READY arrives
+    without reading the log first: a READY sent before the bind would be refused.
+    """
     address = f"rustka-test-notify-{os.getpid()}-{tmp_path.name}"
+    port = free_port()
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
         notify.bind("\0" + address)
         notify.settimeout(30)
-        args = ["--data-dir", str(tmp_path / "data"), "--listen", "tcp:0:interface=127.0.0.1"]
+        args = [
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--listen",
+            f"tcp:{port}:interface=127.0.0.1",
+            "--metrics",
+            "tcp:0:interface=127.0.0.1",
+        ]
         with Twistd(args, env={"NOTIFY_SOCKET": "@" + address}) as daemon:
             ready = notify.recv(4096).decode()
             assert "READY=1" in ready.splitlines()
-            port = daemon.wait_port()
             hello = call_many(port, [p.Hello(p.PROTOCOL_VERSION, "systemd-test")])[0]
             assert isinstance(hello, p.Welcome)
+            daemon.wait_for(f"listening on .*port={port}\\)")
+            lines = "".join(daemon.output)
+            assert lines.index("storage ready") < lines.index(f"port={port})")
             daemon.proc.send_signal(signal.SIGTERM)
             stopping = notify.recv(4096).decode()
             assert "STOPPING=1" in stopping.splitlines()
             assert daemon.proc.wait(timeout=30) in (0, -signal.SIGTERM)
+
+
+def test_no_ready_when_storage_cannot_open(tmp_path: Path) -> None:
+    """Storage that cannot open: the process exits 1 and systemd never hears READY=1."""
+    address = f"rustka-test-notready-{os.getpid()}-{tmp_path.name}"
+    data = tmp_path / "data"
+    data.write_text("not a directory")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind("\0" + address)
+        args = ["--data-dir", str(data), "--listen", "tcp:0:interface=127.0.0.1"]
+        with Twistd(args, env={"NOTIFY_SOCKET": "@" + address}) as daemon:
+            status = daemon.proc.wait(timeout=60)
+        notify.setblocking(False)
+        messages = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                messages.append(notify.recv(4096).decode())
+    assert status == 1, daemon.output
+    assert not any("READY=1" in m for m in messages), messages
+    assert "cannot open the storage" in "".join(daemon.output)

@@ -5,6 +5,8 @@ Usage::
     .venv/bin/python -m tools.connections                # 10,000 connections
     .venv/bin/python -m tools.connections --target max   # the fd hard limit minus headroom
     .venv/bin/python -m tools.connections --quick        # 2,000, for a smoke run
+    .venv/bin/python -m tools.connections --burst        # every connect at once
+    .venv/bin/python -m tools.connections --burst --backlog 50   # Twisted's old default
 
 The broker is a `twistd rustka` subprocess with its own temp data dir and a
 config file setting max_connections above N. Clients are plain non-blocking
@@ -14,6 +16,11 @@ to several loopback source addresses (127.0.0.2, 127.0.0.3, ...) so the
 ephemeral port range is never the limit. Each connection produces one record
 and fetches it back, then all are held open while the broker's RSS is read
 from /proc.
+
+By default each client process keeps at most 256 connects in flight. With
+``--burst`` every process opens all its sockets at once, the way clients
+reconnect after a broker restart; that is what the listen backlog is for
+(docs/operations.md, "Listen backlog").
 """
 
 from __future__ import annotations
@@ -68,10 +75,20 @@ class _Conn:
 
 
 def _client(
-    worker: int, count: int, port: int, sources: int, pipe: Connection, deadline_s: float
+    worker: int,
+    count: int,
+    port: int,
+    sources: int,
+    pipe: Connection,
+    deadline_s: float,
+    burst: bool = False,
 ) -> None:
-    """One client process: connect ``count`` sockets, produce+fetch on each, hold them."""
+    """One client process: connect ``count`` sockets, produce+fetch on each, hold them.
+
+    With ``burst`` every connect is started before the first is waited for.
+    """
     raise_nofile()
+    in_flight = count if burst else CONNECTS_IN_FLIGHT
     sel = selectors.DefaultSelector()
     conns: list[_Conn] = []
     failures: dict[str, int] = {}
@@ -100,7 +117,7 @@ def _client(
 
     connected = 0
     while done < count and time.monotonic() < deadline:
-        while pending and connecting < CONNECTS_IN_FLIGHT:
+        while pending and connecting < in_flight:
             i = pending.pop()
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
@@ -186,15 +203,26 @@ def default_max() -> int:
     return hard - HEADROOM
 
 
-def run(count: int, sources: int, timeout_s: float) -> dict[str, Any]:
-    """Start a broker, hold ``count`` connections to it, return the figures."""
+def run(
+    count: int,
+    sources: int,
+    timeout_s: float,
+    *,
+    burst: bool = False,
+    backlog: int | None = None,
+) -> dict[str, Any]:
+    """Start a broker, hold ``count`` connections to it, return the figures.
+
+    ``burst`` opens every connection at once; ``backlog`` overrides the broker's
+    listen backlog setting (the default is the broker's own).
+    """
     with tempfile.TemporaryDirectory(prefix="rustka-conns-") as tmp:
         config = Path(tmp) / "rustka.toml"
         config.write_text(
             f"max_connections = {count + 100}\n"
             'flush = "interval"\n'
             'idle_timeout_ms = "1h"\n'
-            "default_partitions = 8\n"
+            "default_partitions = 8\n" + (f"backlog = {backlog}\n" if backlog else "")
         )
         broker = start_broker(Path(tmp) / "data", "--config", str(config))
         try:
@@ -211,7 +239,8 @@ def run(count: int, sources: int, timeout_s: float) -> dict[str, Any]:
             for w, share in enumerate(shares):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(
-                    target=_client, args=(w, share, broker.port, sources, child, timeout_s)
+                    target=_client,
+                    args=(w, share, broker.port, sources, child, timeout_s, burst),
                 )
                 proc.start()
                 pipes.append(parent)
@@ -240,6 +269,8 @@ def run(count: int, sources: int, timeout_s: float) -> dict[str, Any]:
     connect_s = max(r["connect_s"] for r in reports)
     return {
         "target": count,
+        "mode": "burst" if burst else f"{CONNECTS_IN_FLIGHT} connects in flight per process",
+        "backlog": backlog or "broker default",
         "held": held,
         "failures": failures,
         "client_processes": len(shares),
@@ -264,10 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 connections")
     parser.add_argument("--sources", type=int, default=4, help="loopback source addresses")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--burst", action="store_true", help="open every connection at once")
+    parser.add_argument("--backlog", type=int, help="the broker's listen backlog setting")
     args = parser.parse_args(argv)
     count = 2000 if args.quick else default_max() if args.target == "max" else args.connections
     raise_nofile()
-    result = run(count, args.sources, args.timeout)
+    result = run(count, args.sources, args.timeout, burst=args.burst, backlog=args.backlog)
     width = max(map(len, result))
     for key, value in result.items():
         sys.stdout.write(f"{key:<{width}}  {value}\n")
