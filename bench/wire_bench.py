@@ -1,6 +1,6 @@
 """Micro-benchmark of the codecs, per record: where a client or broker CPU goes.
 
-    .venv/bin/python bench/wire.py [--quick]
+    .venv/bin/python bench/wire_bench.py [--quick]
 
 Seed Produce (op 1) costs a request decode, its share of the batch its burst
 is stored as, and a response encode per record; batched produce costs validate_batches per
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rustka.broker.core import _seed_batches
+from rustka.broker.produce import seed_batches
 from rustka.native import codec as p
 from rustka.partitioner import partition_for_key
 from rustka.storage.record_batch import (
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     bench("seed Produce: decode_request", 1, lambda: p.decode_request(produce), seconds)
     bench("seed Produce: encode_batch of one record", 1, lambda: encode_batch(one), seconds)
     burst = [p.Produce("bench", key_for(i), VALUE) for i in range(256)]
-    bench("seed Produce: a burst of 256 as one batch", 256, lambda: _seed_batches(burst), seconds)
+    bench("seed Produce: a burst of 256 as one batch", 256, lambda: seed_batches(burst), seconds)
     bench(
         "seed Produce: response_parts(Produced)",
         1,

@@ -1,6 +1,6 @@
 """Large frames stay linear: time the receive path at 1, 8 and 16 MiB frames.
 
-    .venv/bin/python bench/frames.py [--quick] [--json PATH]
+    .venv/bin/python bench/framing_bench.py [--quick] [--json PATH]
 
 Each frame (u32 length + payload) is fed in 64 KiB chunks, as a socket would
 hand it over, to three receivers whose ``stringReceived`` only counts:
