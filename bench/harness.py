@@ -325,6 +325,8 @@ def machine() -> dict[str, Any]:
             f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
         )
     return {
+        # Other work on the machine moves latencies most of all: say how busy it was.
+        "loadavg_1_5_15": os.getloadavg(),
         "nproc": os.cpu_count(),
         "cpu": model,
         "memory": mem,
@@ -492,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         "--py-spy",
         type=Path,
         default=None,
-        help="profile rustka's broker and driver (round 1 of W1-W3, W5, K1, K3) into this dir",
+        help="profile rustka's broker and driver (round 1 of W1-W3, W5, K1-K3) into this dir",
     )
     ap.add_argument("--no-peers", action="store_true", help="run rustka only")
     args = ap.parse_args(argv)
@@ -554,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.py_spy
                             and rnd == 0
                             and system.server.kind == "rustka"
-                            and workload in ("W1", "W2", "W3", "W5", "K1", "K3")
+                            and workload in ("W1", "W2", "W3", "W5", "K1", "K2", "K3")
                         ):
                             profile = (
                                 args.py_spy / f"{system.label.replace('/', '-')}-{workload}.txt"
