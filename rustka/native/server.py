@@ -34,6 +34,7 @@ from rustka.errors import InvalidRequest
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
 from rustka.native.handlers import NativeHandler
+from rustka.output_budget import OutputBudget
 
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
@@ -58,7 +59,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._stall_timer: Any = None
         self._finishing = False
         self._held_close: defer.Deferred[None] | None = None
-        self._reserved = 0
+        # Response bytes reserved before they are built (rustka.output_budget).
+        self.budget = OutputBudget(0)
         # Seed Produce requests started during this read, handed to the broker together.
         self._burst: list[p.Produce] = []
         self._burst_slots: list[list[Any]] = []
@@ -69,6 +71,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def connectionMade(self) -> None:
         config = self.factory.config
         self.MAX_LENGTH = config.max_frame_bytes
+        self.budget.set_limit(config.max_output_bytes_per_connection)
         set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if set_no_delay is not None:
             set_no_delay(True)
@@ -144,28 +147,35 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self._start(is_write, request, slot)
 
     def _output_cost(self, request: p.Request) -> int:
-        """Bytes a request may add to this connection's output (only batched fetches are big)."""
-        if type(request) is p.FetchBatch:
+        """Bytes to reserve before a request runs: the reads, whose answers can be large.
+
+        A batched fetch can return at most its (capped) ``max_bytes``; a seed
+        Fetch's record size is unknown until it is read, so it reserves the
+        budget's estimate and settles to the real size when answered.
+        """
+        kind = type(request)
+        if kind is p.FetchBatch:
             return min(request.max_bytes, self.factory.config.fetch_max_bytes)
+        if kind is p.Fetch:
+            return self.budget.estimate()
         return 0
 
     def _may_start(self, is_write: bool, request: p.Request) -> bool:
         """Whether a request can run now without breaking order or the output budget.
 
-        A run of one kind must finish before a run of the other starts; a batched
-        fetch must fit the connection's output budget (one always may, so a
-        single response larger than the budget is still served) and must not
-        start while the client is not reading what it was already sent.
+        A run of one kind must finish before a run of the other starts; a read
+        must fit the connection's output budget (one always may, so a single
+        response larger than the budget is still served) and must not start
+        while the client is not reading what it was already sent. A read that
+        must wait for the budget also stops reading from the connection, until
+        `_release_held` finds room.
         """
         if self._run_pending and is_write != self._run_is_write:
             return False
         cost = self._output_cost(request)
-        if cost:
-            if "output" in self._reading_paused_by:
-                return False
-            budget = self.factory.config.max_output_bytes_per_connection
-            if self._reserved and self._reserved + cost > budget:
-                return False
+        if cost and ("output" in self._reading_paused_by or not self.budget.admits(cost)):
+            self._pause_reading("budget")
+            return False
         return True
 
     def _start(self, is_write: bool, request: p.Request, slot: list[Any]) -> None:
@@ -179,9 +189,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._burst:
             # Whatever starts after them must reach the broker after them.
             self._send_burst()
-        cost = self._output_cost(request)
-        slot[1] = cost
-        self._reserved += cost
+        slot[1] = self.budget.reserve(self._output_cost(request))
         self.factory.handler.handle(request).addCallback(self._completed, slot)
 
     def _send_burst(self) -> None:
@@ -201,17 +209,26 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self._release_held()
 
     def _release_held(self) -> None:
-        """Start the held requests that may now run, in arrival order."""
+        """Start the held requests that may now run, in arrival order.
+
+        Reading resumes when the budget no longer holds the head back
+        (`_may_start` pauses it again if it still does).
+        """
         held = self._held
+        paused_for_budget = "budget" in self._reading_paused_by
+        self._reading_paused_by.discard("budget")
         try:
             while held and not self._closed:
                 is_write, request, _ = held[0]
                 if not self._may_start(is_write, request):
-                    return
+                    break
                 self._start(*held.popleft())
         finally:
             if self._burst:
                 self._send_burst()
+        if paused_for_budget and "budget" not in self._reading_paused_by:
+            self._reading_paused_by.add("budget")
+            self._resume_reading("budget")
 
     # -- sending, in order --------------------------------------------------------
 
@@ -225,6 +242,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._closed:
             return
         slot[0] = response
+        if slot[1]:
+            slot[1] = self.budget.settle(slot[1], _payload_bytes(response))
         self._flush()
         if self._held:
             self._release_held()
@@ -237,7 +256,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         framers = p.RESPONSE_FRAMERS
         while slots and slots[0][0] is not None:
             response, cost = slots.popleft()
-            self._reserved -= cost
+            if cost:
+                self.budget.release(cost)
             out += framers[type(response)](response)
         if out:
             self.transport.writeSequence(out)
@@ -254,8 +274,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def pauseProducing(self) -> None:
         """The client is not reading its responses: stop reading its requests.
 
-        Batched fetches it already sent wait too (see `_may_start`), so its
-        buffered output stays within about twice its output budget. If it has
+        Reads it already sent wait too (see `_may_start`), so its buffered
+        output stays within about twice its output budget. If it has
         not drained its responses after the idle timeout, it is dropped.
         """
         self._pause_reading("output")
@@ -319,9 +339,24 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self.transport.loseConnection()
 
     @property
+    def reading_paused(self) -> frozenset[str]:
+        """Why reading from this client is paused now (empty while reading), for admin views."""
+        return frozenset(self._reading_paused_by)
+
+    @property
     def pending(self) -> int:
         """Requests received and not yet answered (for the admin views)."""
         return len(self._slots)
+
+
+def _payload_bytes(response: p.Response) -> int:
+    """The bulk of a read's answer: what its budget reservation settles to."""
+    kind = type(response)
+    if kind is p.Batches:
+        return len(response.batches)
+    if kind is p.FetchedRecord:
+        return len(response.key) + len(response.value)
+    return 0
 
 
 class BrokerFactory(Factory):

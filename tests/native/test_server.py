@@ -6,6 +6,7 @@ against the spec, not against our own codec.
 
 from __future__ import annotations
 
+import socket
 import struct
 from pathlib import Path
 from typing import Any
@@ -430,3 +431,82 @@ async def test_client_delete_topic(broker: RunningBroker) -> None:
             await within(client.delete_topic("short-lived"))
     finally:
         await within(client.close())
+
+
+async def connect_unread_after(broker: RunningBroker, first: bytes) -> RawClient:
+    """A client with a tiny receive buffer that sends ``first`` and then reads nothing.
+
+    The first bytes make the listener pick the native protocol (it decides on
+    the first frame), so the broker's side of the connection exists on return.
+    """
+    from twisted.internet import reactor
+
+    from tests.test_limits import _OneProtocol, reactor_turns, server_has
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", broker.port))
+    sock.setblocking(False)
+    proto = RawClient()
+    reactor.adoptStreamConnection(sock.fileno(), socket.AF_INET, _OneProtocol(proto))
+    sock.close()
+    proto.transport.pauseProducing()
+    proto.transport.write(first)
+    await reactor_turns(lambda: server_has(broker, proto))
+    return proto
+
+
+def _queued_in_transport(transport: Any) -> int:
+    """Bytes a Twisted TCP transport holds in its write buffer, not yet given to the kernel."""
+    return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+
+
+@pytest_twisted.ensureDeferred
+async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
+    broker_factory: Any,
+) -> None:
+    """Pipelined seed Fetches of a big record reserve output before they are built.
+
+    The reader sends 200 Fetches of a 16 KiB record and reads nothing. The
+    broker must stop reading its requests once the 128 KiB budget is spoken
+    for, hold at most about twice the budget in responses, and serve all 200
+    once the client reads.
+    """
+    from tests.test_limits import reactor_turns, server_side
+
+    budget, size, total = 128 * 1024, 16 * 1024, 200
+    running = await broker_factory(
+        max_output_bytes_per_connection=budget, idle_timeout_ms=120_000, flush="never"
+    )
+    reader = None
+    try:
+        admin = await connect_raw(running)
+        await admin.ask(frame(b"\x09" + s("big") + struct.pack("!I", 1)))
+        value = bytes(range(256)) * (size // 256)
+        await admin.ask(produce("big", b"k", value))
+        reader = await connect_unread_after(running, frame(b"\x0b"))
+        proto = server_side(running, reader)
+        # Small kernel buffers on the broker's side too, so its own write buffer fills.
+        proto.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        reader.transport.write(fetch("big", 0, 0) * total)
+        # Settled: every started Fetch was answered and handed to the transport,
+        # which is full, and the next one waits for the budget.
+        await reactor_turns(lambda: proto.budget.reserved == 0 and "output" in proto.reading_paused)
+        assert "budget" in proto.reading_paused
+        assert proto.requests <= 3 * budget // size  # of 201 sent
+        queued = _queued_in_transport(proto.transport)
+        assert size <= queued <= 2 * budget + size
+        # The admin connection is served meanwhile.
+        [answer] = await admin.ask(fetch("big", 0, 0))
+        assert answer == record(0, b"k", value)
+        reader.transport.resumeProducing()
+        [groups, *answers] = await reader.expect(1 + total)
+        assert groups == b"\x0c" + struct.pack("!I", 0)
+        assert answers == [record(0, b"k", value)] * total
+        assert proto.requests == 1 + total and proto.budget.reserved == 0
+        assert proto.reading_paused == frozenset()
+        await close(admin)
+    finally:
+        if reader is not None:
+            reader.transport.abortConnection()
+        await running.stop()
