@@ -34,11 +34,12 @@ from twisted.python.failure import Failure
 from rustka.broker.lanes import Lane
 from rustka.errors import RecordTooLarge, UnknownTopic
 from rustka.names import validate_topic
-from rustka.storage.partition_log import AppendInfo, PartitionLog, ms_now
+from rustka.storage.partition_log import AppendInfo, PartitionLog
 from rustka.storage.record_batch import (
     BatchHeader,
     Record,
     encode_batch,
+    ms_now,
     parse_header,
     validate_batches,
 )

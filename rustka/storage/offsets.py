@@ -28,7 +28,6 @@ import dataclasses
 import os
 import struct
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from rustka.storage.record_batch import (
     crc_ok,
     decode_records,
     encode_batch,
+    ms_now,
     parse_header,
 )
 from rustka.storage.segment import LOG_SUFFIX, base_offset_of
@@ -331,7 +331,7 @@ class OffsetsStore:
             return
         for group, topic, partition, offset in commits:
             _check_commit(group, topic, partition, offset)
-        now_ms = int(time.time() * 1000)
+        now_ms = ms_now()
         records = [
             Record(key=encode_key(g, t, p), value=encode_value(o, now_ms)) for g, t, p, o in commits
         ]

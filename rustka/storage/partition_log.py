@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -44,6 +43,7 @@ from rustka.storage.record_batch import (
     BatchHeader,
     Record,
     decode_records,
+    ms_now,
     set_base_offset,
     validate_batches,
 )
@@ -59,17 +59,12 @@ from rustka.storage.segment import (
     fsync_dir,
 )
 
-__all__ = ["RECOVERY_POINT_FILE", "AppendInfo", "LogConfig", "PartitionLog", "ms_now"]
+__all__ = ["RECOVERY_POINT_FILE", "AppendInfo", "LogConfig", "PartitionLog"]
 
 RECOVERY_POINT_FILE = "recovery-point"
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned")
 # u64 offset, then CRC-32C of those 8 bytes so a torn write reads as "unknown".
 _RECOVERY_POINT = struct.Struct(">QI")
-
-
-def ms_now() -> int:
-    """Wall-clock milliseconds: the default clock for time-based rolling."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

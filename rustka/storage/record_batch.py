@@ -67,6 +67,7 @@ __all__ = [
     "encode_batch",
     "encode_varint",
     "encode_varlong",
+    "ms_now",
     "parse_header",
     "scan_batches",
     "set_base_offset",
@@ -76,6 +77,16 @@ __all__ = [
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12
 MAGIC = 2
+
+
+def ms_now() -> int:
+    """Wall-clock milliseconds, the unit of every record and batch timestamp.
+
+    The one clock of storage and the broker core: batch timestamps, commit
+    times, segment rolling and retention all read it.
+    """
+    return time.time_ns() // 1_000_000
+
 
 # Offsets of the fields the module touches individually.
 _MAGIC_POS = 16
@@ -358,7 +369,7 @@ def encode_batch(
     count = len(records)
     if count < 1:
         raise InvalidBatch("a batch needs at least one record")
-    default_ts = time.time_ns() // 1_000_000 if timestamp is None else timestamp
+    default_ts = ms_now() if timestamp is None else timestamp
     first_ts = records[0].timestamp
     base_ts = default_ts if first_ts is None else first_ts
     max_ts = base_ts
