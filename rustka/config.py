@@ -95,6 +95,7 @@ _OPTIONAL_KEYS = {
     "metrics",
     "advertised_host",
     "advertised_port",
+    "max_batch_bytes",
 }
 
 
@@ -130,6 +131,8 @@ class Config:
     manhole_host_key: str | None = None
     metrics: str | None = None
     log_format: str = "text"
+    # Largest record batch a produce may store (Kafka's message.max.bytes); None: the frame limit.
+    max_batch_bytes: int | None = None
     kafka_enabled: bool = True
     kafka_listen: list[str] = field(default_factory=list)
     advertised_host: str | None = None
@@ -187,6 +190,8 @@ class Config:
             expected = str
         if key == "advertised_port":
             expected = int
+        if key == "max_batch_bytes":
+            return parse_size(key, value)
         if expected is bool and not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {value!r}")
         if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
@@ -229,6 +234,14 @@ class Config:
             )
         if self.advertised_port is not None and not 1 <= self.advertised_port <= 65_535:
             raise ConfigError(f"advertised_port: expected 1-65535, got {self.advertised_port}")
+        if (
+            self.max_batch_bytes is not None
+            and not 64 <= self.max_batch_bytes <= self.max_frame_bytes
+        ):
+            raise ConfigError(
+                f"max_batch_bytes: must be between 64 bytes and max_frame_bytes "
+                f"({self.max_frame_bytes}), got {self.max_batch_bytes}"
+            )
         if self.kafka_listen and not self.kafka_enabled:
             raise ConfigError("kafka_listen: set, but kafka_enabled is false")
         if not 0 <= self.group_initial_rebalance_delay_ms <= 300_000:

@@ -27,6 +27,7 @@ class LinearInt32StringReceiver(Int32StringReceiver):
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._deframing = False
+        self.next_frame_at = 0
 
     def framing_paused(self) -> bool:
         """Whether to stop delivering frames now (they stay buffered until `deframe`)."""
@@ -47,7 +48,11 @@ class LinearInt32StringReceiver(Int32StringReceiver):
         size = len(buf)
         limit = self.MAX_LENGTH
         try:
-            while size - pos >= 4 and not self.framing_paused():
+            while size - pos >= 4:
+                # Where the next frame starts, for a `framing_paused` that peeks at it.
+                self.next_frame_at = pos
+                if self.framing_paused():
+                    break
                 (length,) = _LENGTH.unpack_from(buf, pos)
                 if length > limit:
                     self._buffer = bytearray()
@@ -62,6 +67,7 @@ class LinearInt32StringReceiver(Int32StringReceiver):
                 self.stringReceived(frame)
         finally:
             self._deframing = False
+            self.next_frame_at = 0
             if pos and buf is self._buffer:
                 del buf[:pos]
 

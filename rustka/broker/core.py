@@ -210,7 +210,7 @@ class Broker:
         self.state = STARTING
         self.flush_interval = config.flush == "interval"
         # Kafka's message.max.bytes: no stored batch may be larger than a native frame.
-        self.max_batch_bytes = config.max_frame_bytes
+        self.max_batch_bytes = config.max_batch_bytes or config.max_frame_bytes
         self.groups: Any = None
         self.waiters = Waiters(reactor)
         self.appends = Appends(self)

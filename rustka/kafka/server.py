@@ -173,9 +173,10 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
             return True
         # Only a Produce may join in-flight Produces; peek at the next frame's key.
         buf = self._buffer
-        if len(buf) < 6:
+        at = self.next_frame_at
+        if len(buf) < at + 6:
             return False
-        next_key = (buf[4] << 8) | buf[5]
+        next_key = (buf[at + 4] << 8) | buf[at + 5]
         return next_key != _PRODUCE or any(s[0].api_key != _PRODUCE for s in self._slots)
 
     def lengthLimitExceeded(self, length: int) -> None:
@@ -313,6 +314,11 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def stopProducing(self) -> None:
         self._closed = True
+
+    @property
+    def pending(self) -> int:
+        """Requests received and not yet answered (for the admin views)."""
+        return len(self._slots)
 
     def finish_and_close(self) -> defer.Deferred[None]:
         """Graceful shutdown: answer what is in flight, then hang up."""
