@@ -244,6 +244,12 @@ class Config:
             )
         if self.kafka_listen and not self.kafka_enabled:
             raise ConfigError("kafka_listen: set, but kafka_enabled is false")
+        for key, endpoints in (("listen", self.listen), ("kafka_listen", self.kafka_listen)):
+            if any(not e.strip() for e in endpoints):
+                raise ConfigError(f"{key}: an endpoint string is empty")
+        host = self.advertised_host
+        if host is not None and (len(host) > 255 or not host.strip() or host.split() != [host]):
+            raise ConfigError(f"advertised_host: expected a host name or IP address, got {host!r}")
         if not 0 <= self.group_initial_rebalance_delay_ms <= 300_000:
             raise ConfigError("group_initial_rebalance_delay_ms: expected 0 to 300000")
         if not 1 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:

@@ -110,3 +110,74 @@ def test_listen_is_repeatable() -> None:
     opts = Options()
     opts.parseOptions(["--listen", "tcp:1:interface=127.0.0.1", "--listen", "unix:/tmp/x"])
     assert opts.config.listen == ["tcp:1:interface=127.0.0.1", "unix:/tmp/x"]
+
+
+def test_backlog_setting() -> None:
+    """backlog defaults to 1024 and must be a positive integer the kernel can take."""
+    assert Config().backlog == 1024
+    assert Config().updated({"backlog": 4096}).backlog == 4096
+    for bad, message in ((0, "at least 1"), (70_000, "at most 65535"), ("many", "integer")):
+        with pytest.raises(ConfigError, match=f"^backlog: .*{message}"):
+            Config().updated({"backlog": bad})
+
+
+def test_kafka_settings_defaults() -> None:
+    """Kafka is on, served on the `listen` ports, with no extra listener or advertised address."""
+    config = Config()
+    assert config.kafka_enabled is True
+    assert config.kafka_listen == []
+    assert config.advertised_host is None and config.advertised_port is None
+
+
+def test_kafka_settings_from_a_file(tmp_path: Path) -> None:
+    """The TOML forms: a list (or one string) of endpoints, a host and a port."""
+    path = tmp_path / "r.toml"
+    path.write_text(
+        'kafka_listen = ["tcp:9093:interface=127.0.0.1", "unix:/run/k.sock"]\n'
+        'advertised_host = "broker.example.com"\nadvertised_port = 19092\n'
+    )
+    config = Config.from_file(path)
+    assert config.kafka_listen == ["tcp:9093:interface=127.0.0.1", "unix:/run/k.sock"]
+    assert (config.advertised_host, config.advertised_port) == ("broker.example.com", 19092)
+    one = Config().updated({"kafka_listen": "tcp:9093"})
+    assert one.kafka_listen == ["tcp:9093"]
+    off = Config().updated({"kafka_enabled": False})
+    assert off.kafka_enabled is False and off.kafka_listen == []
+    unset = config.updated({"advertised_host": "", "advertised_port": -1})
+    assert unset.advertised_host is None and unset.advertised_port is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"kafka_enabled": "yes"}, "^kafka_enabled: expected true or false"),
+        ({"kafka_listen": [9093]}, "^kafka_listen: expected an endpoint string or a list"),
+        ({"kafka_listen": ["tcp:9093", " "]}, "^kafka_listen: an endpoint string is empty"),
+        (
+            {"kafka_enabled": False, "kafka_listen": ["tcp:9093"]},
+            "^kafka_listen: set, but kafka_enabled is false",
+        ),
+        ({"advertised_host": "two words"}, "^advertised_host: expected a host name"),
+        ({"advertised_host": "h" * 256}, "^advertised_host: expected a host name"),
+        ({"advertised_host": 7}, "^advertised_host: expected a string"),
+        ({"advertised_port": 0}, "^advertised_port: expected 1-65535"),
+        ({"advertised_port": 65_536}, "^advertised_port: expected 1-65535"),
+        ({"advertised_port": "9092"}, "^advertised_port: expected an integer"),
+        ({"advertised_port": True}, "^advertised_port: expected an integer"),
+    ],
+)
+def test_bad_kafka_settings_name_their_key(settings: dict[str, object], message: str) -> None:
+    """Each bad Kafka setting is refused with a message that starts with its name."""
+    with pytest.raises(ConfigError, match=message):
+        Config().updated(settings)
+
+
+def test_bad_kafka_listen_endpoint_fails_the_build(tmp_path: Path) -> None:
+    """An unparseable kafka_listen string stops the start, naming the setting."""
+    from twisted.internet import reactor
+
+    from rustka.ops.tap import build_service
+
+    config = Config().updated({"data_dir": str(tmp_path / "d"), "kafka_listen": ["bogus:1"]})
+    with pytest.raises(ConfigError, match=r"^kafka_listen: bad endpoint 'bogus:1'"):
+        build_service(config, reactor)

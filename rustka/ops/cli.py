@@ -391,6 +391,10 @@ async def cmd_topics(args: argparse.Namespace, out: TextIO) -> int:
             data = {"topic": args.topic, "partitions": count}
             verb = "created" if args.action == "create" else "now has"
             _emit(out, args, data, lambda: f"topic {args.topic} {verb} {count} partitions\n")
+        elif args.action == "delete":
+            await client.delete_topic(args.topic)
+            data = {"topic": args.topic, "deleted": True}
+            _emit(out, args, data, lambda: f"topic {args.topic} deleted with all its data\n")
     finally:
         await client.close()
     return EXIT_OK
@@ -594,12 +598,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = client_parser(
         "topics",
-        "list, describe, create or alter topics",
+        "list, describe, create, alter or delete topics",
         "examples:\n  rustka topics list\n  rustka topics describe orders\n"
         "  rustka topics create payments --partitions 6\n"
-        "  rustka topics alter payments --partitions 12\n",
+        "  rustka topics alter payments --partitions 12\n"
+        "  rustka topics delete payments               removes every partition and record\n",
     )
-    t.add_argument("action", choices=["list", "describe", "create", "alter"])
+    t.add_argument("action", choices=["list", "describe", "create", "alter", "delete"])
     t.add_argument("topic", nargs="?")
     t.add_argument("--partitions", type=_positive_int, default=None)
 

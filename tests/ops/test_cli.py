@@ -148,6 +148,27 @@ async def test_topics_commands_with_json(broker: RunningBroker) -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_topics_delete(broker: RunningBroker) -> None:
+    """topics delete removes the topic and its data; a second delete is a one-line error."""
+    await ok(broker, "produce", "doomed", "k", "v")
+    await ok(broker, "topics", "create", "kept", "--partitions", "1")
+    assert await ok(broker, "topics", "delete", "doomed") == (
+        "topic doomed deleted with all its data\n"
+    )
+    assert await ok(broker, "topics", "list") == "kept\n"
+    assert not (Path(broker.config.data_dir) / "doomed").exists()
+    assert (Path(broker.config.data_dir) / "kept").is_dir()
+    again = await cli(broker, "topics", "delete", "doomed")
+    assert again.returncode == 1 and again.stdout == ""
+    assert again.stderr.count("\n") == 1 and "unknown topic" in again.stderr
+    deleted = json.loads(await ok(broker, "topics", "delete", "kept", "--json"))
+    assert deleted == {"topic": "kept", "deleted": True}
+    assert json.loads(await ok(broker, "topics", "list", "--json")) == []
+    missing = await cli(broker, "topics", "delete")
+    assert missing.returncode == 2 and "topics delete needs a TOPIC" in missing.stderr
+
+
+@pytest_twisted.ensureDeferred
 async def test_groups_commands_with_json(broker: RunningBroker) -> None:
     """groups list/describe/reset (earliest, latest, offset) in text and JSON."""
     await ok(broker, "topics", "create", "orders", "--partitions", "1")
