@@ -14,11 +14,18 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
 from rustka import partitioner
-from rustka.errors import InvalidPartitionCount, StorageError, TopicExists, UnknownPartition
+from rustka.errors import (
+    InvalidPartitionCount,
+    StorageError,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
 from rustka.names import validate_topic
 from rustka.storage.partition_log import LogConfig, PartitionLog
 from rustka.storage.segment import fsync_dir
@@ -86,6 +93,9 @@ class Topic:
         self.directory = directory
         self.partitions = partitions
         self.config = config
+        # add_partitions from two requests at once must not both create folder n.
+        self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def create(cls, data_dir: Path, name: str, partition_count: int, config: LogConfig) -> Topic:
@@ -171,6 +181,17 @@ class Topic:
         contiguous topic, never a gap.
         """
         check_partition_count(new_count)
+        with self._lock:
+            if self._closed:
+                raise UnknownTopic(f"topic {self.name!r} was deleted or closed")
+            try:
+                self._add_partitions_locked(new_count)
+            except OSError as e:
+                raise StorageError(
+                    f"cannot add partitions to topic {self.name!r}: {e.strerror}"
+                ) from e
+
+    def _add_partitions_locked(self, new_count: int) -> None:
         current = len(self.partitions)
         if new_count == current:
             raise InvalidPartitionCount(
@@ -216,6 +237,8 @@ class Topic:
 
     def close(self) -> None:
         """Flush and close every partition, even if one of them fails."""
+        with self._lock:
+            self._closed = True
         first_error: BaseException | None = None
         for log in self.partitions:
             try:

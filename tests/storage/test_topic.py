@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from rustka.errors import (
     StorageError,
     TopicExists,
     UnknownPartition,
+    UnknownTopic,
 )
 from rustka.partitioner import partition_for_key
 from rustka.storage.partition_log import LogConfig
@@ -219,3 +221,35 @@ def test_describe_reports_each_partition(tmp_path: Path) -> None:
         assert rows[1]["size_bytes"] > 0
     finally:
         topic.close()
+
+
+def test_concurrent_add_partitions_create_each_folder_once(tmp_path: Path) -> None:
+    """Two threads growing the topic at once: one grows it, the other is refused cleanly."""
+    topic = Topic.create(tmp_path, "orders", 1, LogConfig(flush="never"))
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def grow() -> None:
+        start.wait()
+        try:
+            topic.add_partitions(6)
+        except InvalidPartitionCount as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=grow) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert topic.partition_count == 6
+    assert len(errors) == 1 and "already has 6" in str(errors[0])
+    topic.close()
+
+
+def test_closed_topic_refuses_to_grow(tmp_path: Path) -> None:
+    """A topic closed (deleted) under a request cannot grow into a directory it no longer owns."""
+    topic = Topic.create(tmp_path, "orders", 1, LogConfig(flush="never"))
+    topic.close()
+    with pytest.raises(UnknownTopic, match="deleted or closed"):
+        topic.add_partitions(2)
+    assert sorted(p.name for p in (tmp_path / "orders").iterdir()) == ["0"]
