@@ -56,10 +56,13 @@ class OutputBudget:
     def estimate(self) -> int:
         """The cost to reserve for a response whose size is unknown until it is read.
 
-        The largest response this connection has had, and never less than the
-        floor, so the first of a burst of unknown-size reads cannot all start at
-        once before a single size is known.
+        Until one response has been settled nothing is known, so the estimate is
+        the whole limit: the first such read runs alone. After that it is the
+        largest response this connection has had, and never less than the floor,
+        which caps how many small reads run at once.
         """
+        if not self.largest:
+            return self.limit
         return max(self._floor, self.largest)
 
     def admits(self, cost: int) -> bool:
