@@ -121,7 +121,17 @@ class ProtocolSwitchFactory(Factory):
         self.idle_timeout: float | None = None if idle_ms is None else idle_ms / 1000
         self.max_frame_bytes: int | None = getattr(config, "max_frame_bytes", None)
 
-    def buildProtocol(self, addr: IAddress) -> Protocol:
+    def buildProtocol(self, addr: IAddress) -> Protocol | None:
+        """Refuse at accept while the native side is full, as a native-only port would.
+
+        The native factory counts and logs the refusal, so a client that
+        connects and waits is closed at once instead of at its first frame.
+        """
+        config = getattr(self.native, "config", None)
+        limit = getattr(config, "max_connections", None)
+        connections = getattr(self.native, "connections", ())
+        if limit is not None and len(connections) >= limit:
+            return self.native.buildProtocol(addr)
         return ProtocolSwitch(self, addr)
 
     def doStart(self) -> None:
