@@ -321,9 +321,10 @@ def machine() -> dict[str, Any]:
     if importlib.util.find_spec("confluent_kafka") is not None:
         import confluent_kafka
 
-        versions["confluent-kafka"] = (
-            f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
-        )
+        # version() is a plain string in confluent-kafka 2.16, a (string, int) pair before.
+        own = confluent_kafka.version()
+        own = own if isinstance(own, str) else own[0]
+        versions["confluent-kafka"] = f"{own} (librdkafka {confluent_kafka.libversion()[0]})"
     return {
         # Other work on the machine moves latencies most of all: say how busy it was.
         "loadavg_1_5_15": os.getloadavg(),
