@@ -12,6 +12,15 @@ to the handler registered for their API key (`rustka.kafka.handlers` and
 `rustka.kafka.group_handlers`), which calls only the broker core. A request that
 cannot be parsed closes the connection, as Kafka does: the rest of the stream
 can no longer be trusted.
+
+Output is bounded per connection (docs/kafka.md, "Fetch and ListOffsets"): a
+Fetch's answer is held within `max_output_bytes_per_connection` (its max_bytes
+is capped by it; Kafka's first-batch rule may still exceed it by one batch) and
+its bytes are reserved in the connection's `OutputBudget` from the moment it
+starts until it is handed to the transport. While the transport says the
+client is not reading (pauseProducing), no further request is taken from the
+buffer and the socket is not read, so a client that pipelines Fetches and
+never reads holds at most about one response plus the transport's buffer.
 """
 
 from __future__ import annotations
@@ -37,10 +46,12 @@ from rustka.kafka import group_handlers as _group_handlers  # noqa: F401  (regis
 from rustka.kafka import messages
 from rustka.kafka.handlers import HANDLERS, Handler, RequestContext
 from rustka.kafka.schema import KafkaCodecError, RequestHeader
+from rustka.output_budget import OutputBudget
 from rustka.storage import cluster_id
 
 _LENGTH = struct.Struct("!I")
 _PRODUCE = 0
+_FETCH = 1
 _API_VERSIONS = 18
 # Bytes buffered behind a request in flight before the connection stops being read.
 _READ_AHEAD = 1 << 20
@@ -110,8 +121,10 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def __init__(self) -> None:
         super().__init__()
-        # Each slot: [header, done, response parts or None (no answer), start time].
+        # Each slot: [header, done, response parts or None (no answer), start time,
+        # bytes reserved in the output budget].
         self._slots: deque[list[Any]] = deque()
+        self.budget = OutputBudget(0)
         self._closed = False
         self._paused_by_client = False
         self._reading_paused = False
@@ -126,6 +139,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def connectionMade(self) -> None:
         config = self.factory.config
         self.MAX_LENGTH = config.max_frame_bytes
+        self.budget.set_limit(config.max_output_bytes_per_connection)
         set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if set_no_delay is not None:
             set_no_delay(True)
@@ -166,6 +180,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def framing_paused(self) -> bool:
         """Hold buffered frames while the request in flight must finish first."""
         if self._closed or self.transport.disconnecting:
+            return True
+        if self._paused_by_client:
+            # The client is not reading its answers: take no new request meanwhile.
             return True
         if not self._slots:
             return False
@@ -211,6 +228,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
                     True,
                     [messages.api_versions_error_response(header.correlation_id)],
                     time.perf_counter(),
+                    0,
                 ]
                 self._slots.append(slot)
                 self._count(header, slot[3], {"error_code": 35})
@@ -225,7 +243,10 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         except KafkaCodecError as e:
             self._bad_request(f"malformed {api.name} v{header.api_version}: {e}")
             return
-        slot: list[Any] = [header, False, None, time.perf_counter()]
+        cost = 0
+        if header.api_key == _FETCH:
+            cost = self._reserve_fetch(body)
+        slot: list[Any] = [header, False, None, time.perf_counter(), cost]
         self._slots.append(slot)
         ctx = RequestContext(self.factory, self, header)
         try:
@@ -233,12 +254,22 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         except Exception:
             self.log.failure("Kafka {api} handler failed", api=api.name)
             self._slots.remove(slot)
+            if cost:
+                self.budget.release(cost)
             self._bad_request(f"internal error in {api.name}")
             return
         if isinstance(result, defer.Deferred):
             result.addCallbacks(self._answered, self._handler_failed, (slot,), None, (slot,))
         else:
             self._answered(result, slot)
+
+    def _reserve_fetch(self, body: dict[str, Any]) -> int:
+        """Cap a Fetch's answer by the output budget and reserve what it may return."""
+        limit = self.budget.limit
+        if limit > 0:
+            body["max_bytes"] = min(body.get("max_bytes", limit), limit)
+        cost = min(body.get("max_bytes", 0), self.factory.config.fetch_max_bytes)
+        return self.budget.reserve(max(cost, 0))
 
     def _handler_failed(self, failure: Failure, slot: list[Any]) -> None:
         header: RequestHeader = slot[0]
@@ -258,6 +289,10 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
             slot[2] = messages.encode_response_parts(
                 header.api_key, header.api_version, header.correlation_id, body
             )
+        if slot[4]:
+            # The answer exists: its real size replaces the reservation until it is written.
+            size = sum(len(x) for x in slot[2]) if slot[2] is not None else 0
+            slot[4] = self.budget.settle(slot[4], size)
         self._count(header, slot[3], body)
         self._flush()
 
@@ -272,7 +307,10 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         slots = self._slots
         out: list[Any] = []
         while slots and slots[0][1]:
-            parts = slots.popleft()[2]
+            slot = slots.popleft()
+            parts = slot[2]
+            if slot[4]:
+                self.budget.release(slot[4])
             if parts is not None:
                 out.append(_LENGTH.pack(sum(len(x) for x in parts)))
                 out.extend(parts)
@@ -311,6 +349,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if not self._closed and not self._closing:
             self._reading_paused = False
             self.transport.resumeProducing()
+            if self._buffer:
+                # Requests that waited in the buffer while the client was not reading.
+                self.deframe()
 
     def stopProducing(self) -> None:
         self._closed = True

@@ -1,0 +1,394 @@
+"""The Kafka front-end's listeners and connection rules, over real sockets on 127.0.0.1.
+
+What is checked here is the connection level of docs/kafka.md: which port serves
+which protocol (the shared `listen` port, `kafka_listen` endpoints, the
+`kafka_enabled` switch), what Metadata advertises, the cluster id across a
+restart, what an unsupported API key or version does to a connection, and the
+output budget of a client that pipelines Fetches and never reads.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest_twisted
+from twisted.internet import defer, threads
+from twisted.protocols.basic import Int32StringReceiver
+
+from rustka.kafka import messages
+from rustka.kafka.client import KafkaClientProtocol, connect_kafka
+from rustka.kafka.errors import ErrorCode
+from rustka.kafka.server import KafkaProtocol
+from rustka.native import codec as p
+from tests.conftest import RunningBroker, within
+
+FETCH, METADATA, API_VERSIONS = 1, 3, 18
+
+
+class RawKafka(Int32StringReceiver):
+    """Frames by hand: whatever bytes a test wants to send, every frame it gets back."""
+
+    MAX_LENGTH = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.lost: defer.Deferred[None] = defer.Deferred()
+        self._waiting: list[tuple[int, defer.Deferred[list[bytes]]]] = []
+
+    def stringReceived(self, frame: bytes) -> None:
+        self.frames.append(frame)
+        self._check()
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.lost.callback(None)
+
+    def expect(self, count: int) -> defer.Deferred[list[bytes]]:
+        """Fires with the first ``count`` frames once they are all in."""
+        d: defer.Deferred[list[bytes]] = defer.Deferred()
+        self._waiting.append((count, d))
+        self._check()
+        return within(d)
+
+    def _check(self) -> None:
+        for item in list(self._waiting):
+            if len(self.frames) >= item[0]:
+                self._waiting.remove(item)
+                item[1].callback(self.frames[: item[0]])
+
+
+async def raw(port: int) -> RawKafka:
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+
+    proto = RawKafka()
+    await within(connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", port), proto))
+    return proto
+
+
+def header_v1(api_key: int, version: int, correlation_id: int, client_id: bytes = b"t") -> bytes:
+    """A request header v1 (key, version, correlation id, client id), as any client writes."""
+    return struct.pack("!hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack("!I", len(payload)) + payload
+
+
+async def kafka_client(port: int, client_id: str = "rustka-test") -> KafkaClientProtocol:
+    from twisted.internet import reactor
+
+    return await within(
+        defer.ensureDeferred(connect_kafka(reactor, f"127.0.0.1:{port}", client_id=client_id))
+    )
+
+
+async def metadata(port: int, topics: list[str] | None = None) -> dict[str, Any]:
+    k = await kafka_client(port)
+    try:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": True,
+        }
+        return await within(k.request(METADATA, body))
+    finally:
+        await within(k.close())
+
+
+def native_hello() -> bytes:
+    return framed(p.encode_request(p.Hello(2, "native-test")))
+
+
+# -- listeners --------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_kafka_off_closes_a_kafka_client_at_its_first_request(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """kafka_enabled=false: Kafka's first frame gets a hang-up, never a native Error."""
+    running = await broker_factory(kafka_enabled=False)
+    try:
+        assert running.top.kafka_factory is None
+        c = await raw(running.port)
+        c.transport.write(framed(header_v1(API_VERSIONS, 0, 1)))
+        await within(c.lost)
+        assert c.frames == []
+        assert running.top.serving_factory.kafka_refused == 1
+        # The port still serves the native protocol.
+        n = await raw(running.port)
+        n.transport.write(native_hello())
+        [welcome] = await n.expect(1)
+        assert type(p.decode_response(welcome)) is p.Welcome
+        n.transport.loseConnection()
+        await within(n.lost)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_kafka_listen_serves_kafka_only(broker_factory: Callable[..., Any]) -> None:
+    """A kafka_listen endpoint answers Kafka and closes a native client unanswered."""
+    running = await broker_factory(kafka_listen=["tcp:0:interface=127.0.0.1"])
+    try:
+        kport = running.top.kafka_listeners[0].port.getHost().port
+        n = await raw(kport)
+        n.transport.write(native_hello())
+        await within(n.lost)
+        assert n.frames == []
+        assert running.top.kafka_factory.bad_requests == 1
+        k = await kafka_client(kport)
+        assert k.versions[API_VERSIONS] == (0, 4)
+        await within(k.close())
+        # The shared port still speaks both.
+        both = await raw(running.port)
+        both.transport.write(native_hello())
+        [welcome] = await both.expect(1)
+        assert type(p.decode_response(welcome)) is p.Welcome
+        both.transport.loseConnection()
+        await within(both.lost)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_metadata_advertises_the_address_each_client_reached(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """Node 0 at the host:port the connection came in on; it leads everything, ISR [0]."""
+    running = await broker_factory(kafka_listen=["tcp:0:interface=127.0.0.1"])
+    try:
+        c = await running.client()
+        await c.create_topic("meta", 3)
+        await c.close()
+        kport = running.top.kafka_listeners[0].port.getHost().port
+        for port in (running.port, kport):
+            answer = await metadata(port, ["meta"])
+            assert answer["brokers"] == [
+                {"node_id": 0, "host": "127.0.0.1", "port": port, "rack": None}
+            ]
+            assert answer["controller_id"] == 0
+            [topic] = answer["topics"]
+            assert topic["error_code"] == 0
+            assert [
+                (q["partition_index"], q["leader_id"], q["replica_nodes"], q["isr_nodes"])
+                for q in topic["partitions"]
+            ] == [(i, 0, [0], [0]) for i in range(3)]
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_metadata_advertises_the_configured_address(
+    broker_factory: Callable[..., Any],
+) -> None:
+    running = await broker_factory(advertised_host="kafka.example.net", advertised_port=19092)
+    try:
+        answer = await metadata(running.port, [])
+        assert answer["brokers"] == [
+            {"node_id": 0, "host": "kafka.example.net", "port": 19092, "rack": None}
+        ]
+    finally:
+        await running.stop()
+
+
+def _admin_view(
+    bootstrap: str, topic: str
+) -> tuple[str, list[tuple[int, int, list[int], list[int]]]]:
+    """confluent-kafka's AdminClient: the cluster id and each partition's leader, replicas, ISR."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    meta = admin.list_topics(topic=topic, timeout=15)
+    parts = sorted(
+        (pid, pm.leader, list(pm.replicas), list(pm.isrs))
+        for pid, pm in meta.topics[topic].partitions.items()
+    )
+    return meta.cluster_id, parts
+
+
+@pytest_twisted.ensureDeferred
+async def test_cluster_id_is_stable_across_a_restart(
+    broker_factory: Callable[..., Any], data_dir: Path
+) -> None:
+    """The same data dir gives the same cluster id after a restart; a real client sees it."""
+    running = await broker_factory(default_partitions=2)
+    try:
+        c = await running.client()
+        await c.create_topic("ids", 2)
+        await c.close()
+        first, parts = await within(threads.deferToThread(_admin_view, running.address, "ids"), 60)
+    finally:
+        await running.stop()
+    assert first and parts == [(0, 0, [0], [0]), (1, 0, [0], [0])]
+    assert (data_dir / "cluster-id").exists()
+    again = await broker_factory(default_partitions=2)
+    try:
+        second, _ = await within(threads.deferToThread(_admin_view, again.address, "ids"), 60)
+        assert second == first
+        assert (await metadata(again.port, ["ids"]))["cluster_id"] == first
+    finally:
+        await again.stop()
+
+
+# -- unsupported keys and versions ---------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_unsupported_api_versions_gets_the_table_and_the_connection_stays(
+    broker: RunningBroker,
+) -> None:
+    """ApiVersions v9 gets a v0-layout UNSUPPORTED_VERSION answer with the full table."""
+    c = await raw(broker.port)
+    c.transport.write(framed(header_v1(API_VERSIONS, 9, 7) + b"\x00\x00\x00"))
+    [answer] = await c.expect(1)
+    cid, body = messages.decode_response(API_VERSIONS, 0, answer)
+    assert cid == 7
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    table = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
+    assert table[API_VERSIONS] == (0, 4) and table[FETCH] == (4, 11)
+    # The same connection goes on: a v0 ApiVersions is answered normally.
+    c.transport.write(framed(messages.encode_request(API_VERSIONS, 0, 8, "t", {})))
+    frames = await c.expect(2)
+    cid, body = messages.decode_response(API_VERSIONS, 0, frames[1])
+    assert (cid, body["error_code"]) == (8, 0)
+    assert not c.lost.called
+    c.transport.loseConnection()
+    await within(c.lost)
+
+
+@pytest_twisted.ensureDeferred
+async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
+    broker: RunningBroker,
+) -> None:
+    """Key 57 or Metadata v12 closes the connection; a client beside it is still served."""
+    bystander = await kafka_client(broker.port)
+    factory = broker.top.kafka_factory
+    for request in (
+        header_v1(57, 0, 1) + b"\x00" * 8,
+        header_v1(METADATA, 12, 2) + b"\x00" * 8,
+        header_v1(METADATA, -1, 3),
+    ):
+        before = factory.bad_requests
+        c = await raw(broker.port)
+        c.transport.write(framed(request))
+        await within(c.lost)
+        assert c.frames == []
+        assert factory.bad_requests == before + 1
+        answer = await within(bystander.request(METADATA, {"topics": []}))
+        assert answer["brokers"][0]["port"] == broker.port
+    await within(bystander.close())
+
+
+# -- the output budget of a client that never reads ---------------------------------
+
+
+def _fetch_frame(correlation_id: int, topic: str) -> bytes:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 64 * 1024 * 1024,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 64 * 1024 * 1024,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    return framed(messages.encode_request(FETCH, 11, correlation_id, "slow-reader", body))
+
+
+def _read_frames(sock: socket.socket, count: int) -> list[int]:
+    """Blocking: read ``count`` response frames; their correlation ids."""
+    sock.settimeout(60)
+    buf = bytearray()
+    ids: list[int] = []
+    while len(ids) < count:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise AssertionError(f"closed after {len(ids)} responses")
+        buf += chunk
+        while len(buf) >= 8:
+            (size,) = struct.unpack_from("!I", buf)
+            if len(buf) < 4 + size:
+                break
+            ids.append(struct.unpack_from("!i", buf, 4)[0])
+            del buf[: 4 + size]
+    return ids
+
+
+def _buffered(proto: KafkaProtocol) -> int:
+    """Bytes the broker holds in the connection's write buffer, not yet sent."""
+    t = proto.transport
+    return len(t.dataBuffer) + t._tempDataLen
+
+
+@pytest_twisted.ensureDeferred
+async def test_pipelined_fetches_of_a_client_that_never_reads_stay_within_the_budget(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """300 pipelined Fetches of a 128 KiB record, nothing read: the broker holds at most
+    about twice the 512 KiB budget, stops serving, and serves them all once read."""
+    from twisted.internet import reactor, task
+
+    budget = 512 * 1024
+    running = await broker_factory(max_output_bytes_per_connection=budget, flush="never")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        c = await running.client()
+        await c.create_topic("big", 1)
+        await c.produce("big", b"k", b"x" * (128 * 1024))
+        await c.close()
+        count = 300
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", running.port))
+        sock.sendall(b"".join(_fetch_frame(i, "big") for i in range(count)))
+        local_port = sock.getsockname()[1]
+        factory = running.top.kafka_factory
+        proto: KafkaProtocol | None = None
+        peak_buffered = peak_reserved = 0
+        for _ in range(200_000):
+            matches = [k for k in factory.connections if k.transport.getPeer().port == local_port]
+            if matches:
+                proto = matches[0]
+                peak_buffered = max(peak_buffered, _buffered(proto))
+                peak_reserved = max(peak_reserved, proto.budget.reserved)
+                if proto._paused_by_client and not proto.pending:
+                    break
+            await task.deferLater(reactor, 0, lambda: None)
+        else:
+            raise AssertionError(
+                "the broker never stopped serving the client that never reads: "
+                f"{proto and (proto._paused_by_client, proto.pending, _buffered(proto))} "
+                f"{factory.stats[FETCH].requests}"
+            )
+        assert proto is not None
+        served = factory.stats[FETCH].requests
+        # Each answer is ~128 KiB: all 300 would be ~38 MiB.
+        assert served < count
+        assert proto.budget.reserved == 0
+        assert peak_reserved <= budget
+        assert peak_buffered <= 2 * budget, peak_buffered
+        ids = await within(threads.deferToThread(_read_frames, sock, count), 60)
+        assert ids == list(range(count))
+        assert factory.stats[FETCH].requests == count
+    finally:
+        sock.close()
+        await running.stop()
