@@ -4,9 +4,10 @@ Every port the broker opens (the broker's own, /metrics, the manhole) is a
 `Listener`, Twisted's `StreamServerEndpointService` plus the two things the
 rest of rustka needs from it: the bound port (tests listen on port 0) and a
 `listening` Deferred (readiness reporting waits on it). A broker listener is
-given ``after``, a Deferred-returning call that gates the bind: it binds only
-once the storage is open, so a client never reaches a port that cannot answer
-(docs/operations.md, "Shutdown and recovery").
+given ``after``, a Deferred-returning call that gates accepting: it binds at
+once but accepts only once the storage is open, so a client that connects
+during recovery waits in the listen backlog and is then served, and never
+reaches a broker that cannot answer (docs/operations.md, "Start order").
 
 This module imports nothing else from rustka.ops, so the metrics and manhole
 modules can build their listeners here without importing the tap.
@@ -103,8 +104,9 @@ class Listener(StreamServerEndpointService):
     """Twisted's endpoint service, keeping the bound port and a `listening` Deferred.
 
     Without ``after`` it binds in ``privilegedStartService`` like its base. With
-    ``after`` it binds in ``startService`` once ``after()`` fires; if that fails,
-    nothing is bound and ``listening`` fails with the same cause. ``on_failure``
+    ``after`` it binds in ``startService`` and starts accepting once ``after()``
+    fires; if that fails, the port is closed and ``listening`` fails with the same
+    cause. ``on_failure``
     hears every failure to listen (a port in use, storage that would not open),
     so the tap can end the process instead of leaving it up without a listener.
     """
@@ -144,20 +146,41 @@ class Listener(StreamServerEndpointService):
         if self._after is None:
             d = self.endpoint.listen(self.factory)
         else:
-            # our own Deferred, so stopping early cancels this wait, not the caller's
-            gate: defer.Deferred[Any] = defer.Deferred()
-
-            def relay(result: Any) -> None:
-                if not gate.called:
-                    if isinstance(result, Failure):
-                        gate.errback(result)
-                    else:
-                        gate.callback(result)
-
-            self._after().addBoth(relay)
-            d = gate.addCallback(lambda _: self.endpoint.listen(self.factory))
+            # Bind now but accept nothing yet: clients that connect during a long
+            # recovery complete their handshake in the kernel's backlog and wait there,
+            # instead of being refused, until the storage is open.
+            d = self.endpoint.listen(self.factory).addCallback(self._hold_until_after)
         self._waitingForPort = d
         d.addCallbacks(self._bound, self._failed)
+
+    def _hold_until_after(self, port: IListeningPort) -> defer.Deferred[IListeningPort]:
+        pause = getattr(port, "stopReading", None)
+        if pause is not None:
+            pause()
+        # our own Deferred, so stopping early cancels this wait, not the caller's
+        gate: defer.Deferred[Any] = defer.Deferred()
+
+        def relay(result: Any) -> None:
+            if not gate.called:
+                if isinstance(result, Failure):
+                    gate.errback(result)
+                else:
+                    gate.callback(result)
+
+        assert self._after is not None
+        self._after().addBoth(relay)
+
+        def accept(_: object) -> IListeningPort:
+            resume = getattr(port, "startReading", None)
+            if resume is not None:
+                resume()
+            return port
+
+        def close(failure: Failure) -> Failure:
+            port.stopListening()
+            return failure
+
+        return gate.addCallbacks(accept, close)
 
     def _bound(self, port: IListeningPort) -> IListeningPort:
         self.port = port
