@@ -351,8 +351,14 @@ def group_offsets(broker: Any) -> list[tuple[str, p.GroupOffset]]:
     ]
 
 
-def admin_namespace(broker: Any, factory: Any, io: Any) -> dict[str, Any]:
-    """What a manhole session starts with: the live objects plus table-printing helpers."""
+def admin_namespace(
+    broker: Any, factory: Any, io: Any, kafka_factory: Any = None
+) -> dict[str, Any]:
+    """What a manhole session starts with: the live objects plus table-printing helpers.
+
+    ``kafka_factory`` is the Kafka front-end's (None when Kafka is off): its
+    connections are listed by `kafka_connections`, native ones by `connections`.
+    """
 
     def topics() -> None:
         """One line per topic: partitions, records held, segments and bytes on disk."""
@@ -399,6 +405,29 @@ def admin_namespace(broker: Any, factory: Any, io: Any) -> dict[str, Any]:
         )
         _emit(format_table(("peer", "requests", "pending"), rows))
 
+    def kafka_connections() -> None:
+        """Kafka clients: client id, software name and version (ApiVersions v3+), requests."""
+        conns = list(kafka_factory.connections) if kafka_factory is not None else []
+        rows = []
+        for conn in conns:
+            software, version = conn.software or ("-", "-")
+            rows.append(
+                (
+                    _address(conn.transport.getPeer()),
+                    conn.client_id or "-",
+                    software or "-",
+                    version or "-",
+                    conn.requests,
+                    conn.pending,
+                )
+            )
+        _emit(
+            format_table(
+                ("peer", "client_id", "software", "version", "requests", "pending"),
+                sorted(rows),
+            )
+        )
+
     def pool() -> None:
         """The I/O thread pool: queued work and threads (a deep queue means slow disks)."""
         tp = io.pool
@@ -414,6 +443,13 @@ def admin_namespace(broker: Any, factory: Any, io: Any) -> dict[str, Any]:
         "partitions": partitions,
         "groups": groups,
         "connections": connections,
+        "kafka_connections": kafka_connections,
         "pool": pool,
     }
-    return {"broker": broker, "factory": factory, "io": io, **helpers}
+    return {
+        "broker": broker,
+        "factory": factory,
+        "kafka_factory": kafka_factory,
+        "io": io,
+        **helpers,
+    }

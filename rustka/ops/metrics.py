@@ -33,6 +33,9 @@ from twisted.web import pages, resource, server
 
 from rustka.broker.maintenance import BACKGROUND_TASKS
 from rustka.broker.stats import LATENCY_BUCKETS
+from rustka.kafka import messages as kafka_messages
+from rustka.kafka.errors import ErrorCode as KafkaErrorCode
+from rustka.kafka.server import LATENCY_BUCKETS as KAFKA_LATENCY_BUCKETS
 from rustka.native import codec as p
 from rustka.ops.listeners import Listener
 from rustka.ops.manhole import group_offsets
@@ -46,13 +49,28 @@ def _op_label(name: str) -> str:
 _OPS: dict[str, str] = {t.__name__: _op_label(t.__name__) for t in typing.get_args(p.Request)}
 
 
-class BrokerCollector(Collector):
-    """Samples the broker, its connections and its I/O pool whenever it is collected."""
+def _kafka_error_label(code: int) -> str:
+    """Kafka's own name for an error code (``UNKNOWN_TOPIC_OR_PARTITION``), else the number."""
+    try:
+        return KafkaErrorCode(code).name
+    except ValueError:
+        return str(code)
 
-    def __init__(self, broker: Any, factory: Any, io: Any) -> None:
+
+class BrokerCollector(Collector):
+    """Samples the broker, its connections and its I/O pool whenever it is collected.
+
+    ``kafka_factory`` is the Kafka front-end's factory (None when Kafka is off);
+    its per-API counters (`rustka.kafka.server.ApiStats`) become the
+    ``rustka_kafka_*`` families, labelled with Kafka's API names (``Fetch``,
+    ``ApiVersions``) as Kafka's own request metrics are (docs/kafka.md).
+    """
+
+    def __init__(self, broker: Any, factory: Any, io: Any, kafka_factory: Any = None) -> None:
         self.broker = broker
         self.factory = factory
         self.io = io
+        self.kafka_factory = kafka_factory
 
     def describe(self) -> list[Metric]:
         # nothing to check against other collectors: the registry is private
@@ -60,6 +78,7 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._requests()
+        yield from self._kafka_requests()
         yield from self._traffic()
         yield from self._partitions()
         yield self._lag()
@@ -106,6 +125,50 @@ class BrokerCollector(Collector):
         yield in_flight
         yield latency
 
+    def _kafka_requests(self) -> Iterator[Metric]:
+        kafka = self.kafka_factory
+        if kafka is None:
+            return
+        requests = CounterMetricFamily(
+            "rustka_kafka_requests", "Kafka requests answered, by API.", labels=("api",)
+        )
+        errors = CounterMetricFamily(
+            "rustka_kafka_errors",
+            "Non-zero error codes in Kafka responses (one per partition or resource), by API.",
+            labels=("api", "error"),
+        )
+        latency = HistogramMetricFamily(
+            "rustka_kafka_request_duration_seconds",
+            "Time from a Kafka request's arrival to its response, by API.",
+            labels=("api",),
+        )
+        # every advertised API from the start, so rate() has a zero to start from
+        keys = sorted({key for key, _, _ in kafka.advertised_versions()} | set(kafka.stats))
+        empty = [0] * (len(KAFKA_LATENCY_BUCKETS) + 1)
+        for key in keys:
+            api = kafka_messages.APIS[key].name if key in kafka_messages.APIS else str(key)
+            stats = kafka.stats.get(key)
+            requests.add_metric((api,), stats.requests if stats is not None else 0)
+            for code, count in sorted((stats.errors if stats is not None else {}).items()):
+                errors.add_metric((api, _kafka_error_label(code)), count)
+            cumulative = list(
+                itertools.accumulate(stats.bucket_counts if stats is not None else empty)
+            )
+            buckets = [
+                (repr(bound), n)
+                for bound, n in zip(KAFKA_LATENCY_BUCKETS, cumulative, strict=False)
+            ]
+            buckets.append(("+Inf", cumulative[-1]))
+            latency.add_metric((api,), buckets, stats.seconds_sum if stats is not None else 0.0)
+        yield requests
+        yield errors
+        yield latency
+        yield CounterMetricFamily(
+            "rustka_kafka_bad_requests",
+            "Kafka connections closed for an unparseable or unsupported request.",
+            value=kafka.bad_requests,
+        )
+
     def _traffic(self) -> Iterator[Metric]:
         stats = self.broker.stats
         counters = (
@@ -127,7 +190,7 @@ class BrokerCollector(Collector):
             (
                 "rustka_connections_refused",
                 "Connections refused because max_connections was reached.",
-                getattr(self.factory, "refused", 0),
+                getattr(self.factory, "refused", 0) + getattr(self.kafka_factory, "refused", 0),
             ),
         )
         for name, documentation, value in counters:
@@ -140,9 +203,19 @@ class BrokerCollector(Collector):
         for task in BACKGROUND_TASKS:
             background.add_metric((task,), stats.background_failures.get(task, 0))
         yield background
+        native = len(self.factory.connections)
+        kafka = len(self.kafka_factory.connections) if self.kafka_factory is not None else 0
         yield GaugeMetricFamily(
-            "rustka_connections", "Open client connections.", value=len(self.factory.connections)
+            "rustka_connections", "Open client connections, both protocols.", value=native + kafka
         )
+        by_protocol = GaugeMetricFamily(
+            "rustka_protocol_connections",
+            "Open client connections, by protocol (native or kafka).",
+            labels=("protocol",),
+        )
+        by_protocol.add_metric(("native",), native)
+        by_protocol.add_metric(("kafka",), kafka)
+        yield by_protocol
         yield GaugeMetricFamily(
             "rustka_io_queue_depth",
             "Disk work items waiting for an I/O thread.",
@@ -220,21 +293,29 @@ class QuietSite(server.Site):
         pass
 
 
-def metrics_registry(broker: Any, factory: Any, io: Any) -> CollectorRegistry:
+def metrics_registry(
+    broker: Any, factory: Any, io: Any, kafka_factory: Any = None
+) -> CollectorRegistry:
     """A private registry: the broker's samples plus the process's (memory, fds, CPU)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker, factory, io))
+    registry.register(BrokerCollector(broker, factory, io, kafka_factory))
     ProcessCollector(registry=registry)
     return registry
 
 
 def metrics_service(
-    endpoint: str, broker: Any, factory: Any, io: Any, reactor: Any, backlog: int | None = None
+    endpoint: str,
+    broker: Any,
+    factory: Any,
+    io: Any,
+    reactor: Any,
+    backlog: int | None = None,
+    kafka_factory: Any = None,
 ) -> Listener:
     """An HTTP listener serving /metrics (and 404 elsewhere) on ``endpoint``.
 
     It binds at once, before the storage opens, so a long recovery can be watched.
     """
     root = _Root()
-    root.putChild(b"metrics", MetricsPage(metrics_registry(broker, factory, io)))
+    root.putChild(b"metrics", MetricsPage(metrics_registry(broker, factory, io, kafka_factory)))
     return Listener(endpoint, "metrics", QuietSite(root), reactor, backlog=backlog)

@@ -97,11 +97,11 @@ class BrokerTree(service.MultiService):
             max_session_timeout_ms=config.group_max_session_timeout_ms,
         )
         self.kafka_factory: KafkaFactory | None = None
-        # What `listen` endpoints serve: both protocols, told apart by the first frame.
-        self.serving_factory: Any = self.factory
         if config.kafka_enabled:
             self.kafka_factory = KafkaFactory(self.broker, config, reactor)
-            self.serving_factory = ProtocolSwitchFactory(self.factory, self.kafka_factory)
+        # What `listen` endpoints serve: both protocols, told apart by the first frame;
+        # with Kafka off, the switch closes a Kafka client's connection (docs/kafka.md).
+        self.serving_factory = ProtocolSwitchFactory(self.factory, self.kafka_factory)
         self.kafka_listeners: list[Listener] = []
         self.listeners: list[Listener] = []
         self.metrics: Listener | None = None
@@ -203,7 +203,13 @@ def build_service(
         from rustka.ops.metrics import metrics_service
 
         top.metrics = metrics_service(
-            config.metrics, top.broker, top.factory, top.broker_service.io, reactor, backlog
+            config.metrics,
+            top.broker,
+            top.factory,
+            top.broker_service.io,
+            reactor,
+            backlog,
+            kafka_factory=top.kafka_factory,
         )
         top.metrics.setServiceParent(top)
     if config.manhole:
@@ -221,7 +227,9 @@ def build_service(
             config.manhole,
             Path(config.manhole_authorized_keys),
             Path(host_key),
-            admin_namespace(top.broker, top.factory, top.broker_service.io),
+            admin_namespace(
+                top.broker, top.factory, top.broker_service.io, kafka_factory=top.kafka_factory
+            ),
             reactor,
             backlog,
         )

@@ -366,3 +366,36 @@ async def test_helpers_validate_topic_names(manhole: Manhole) -> None:
         ns["partitions"]("../etc")
     with pytest.raises(UnknownTopic, match="nope"):
         ns["partitions"]("nope")
+
+
+@pytest_twisted.ensureDeferred
+async def test_kafka_connections_lists_client_id_and_software(
+    manhole: Manhole, capsys: Any
+) -> None:
+    """kafka_connections() shows each Kafka client's id and the software it announced."""
+    from twisted.internet import reactor
+
+    from rustka.kafka.client import connect_kafka
+
+    running = manhole.running
+    ns = admin_namespace(
+        running.broker, running.factory, running.broker.io, running.top.kafka_factory
+    )
+    ns["kafka_connections"]()
+    assert capsys.readouterr().out.splitlines() == [
+        "peer  client_id  software  version  requests  pending",
+        "(none)",
+    ]
+    k = await connect_kafka(reactor, f"127.0.0.1:{running.port}", client_id="billing-app")
+    try:
+        body = {"client_software_name": "rustka-tests", "client_software_version": "1.2.3"}
+        answer = await k.request(18, body, version=3).addTimeout(TIMEOUT, reactor)
+        assert answer["error_code"] == 0
+        local = k.transport.getHost()
+        ns["kafka_connections"]()
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+        assert rows[1:] == [
+            [f"127.0.0.1:{local.port}", "billing-app", "rustka-tests", "1.2.3", "2", "0"]
+        ]
+    finally:
+        await k.close()

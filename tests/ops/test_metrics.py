@@ -251,3 +251,91 @@ async def test_two_brokers_in_one_process(metrics: Metrics, tmp_path: Path) -> N
     finally:
         await other.listener.stopService()
         await other_top.stopService()
+
+
+# -- the Kafka side (issue 11 item 7) ------------------------------------------------
+
+
+def _kcat_list(address: str) -> str:
+    from tests.kafka.real_clients import kcat
+
+    return kcat("-b", address, "-L", "-J")
+
+
+@pytest_twisted.ensureDeferred
+async def test_kafka_requests_errors_latency_and_connections_by_protocol(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """After kcat and a raw Kafka client: per-API counts, errors by name, histograms, and
+    open connections by protocol, all from the metrics listener `build_service` wires."""
+    from twisted.internet import reactor, task, threads
+
+    from rustka.kafka.client import connect_kafka
+
+    running = await broker_factory(default_partitions=1, metrics="tcp:0:interface=127.0.0.1")
+    try:
+        await running.top.metrics.listening
+        port = running.top.metrics.port.getHost().port
+        before = await _scrape(port)
+        assert _value(before, "rustka_kafka_requests_total", api="Fetch") == 0
+        assert _value(before, "rustka_kafka_request_duration_seconds_count", api="Produce") == 0
+        await threads.deferToThread(_kcat_list, running.address).addTimeout(60, reactor)
+        native = await _connect(running.port)
+        await _call(native, p.Produce("kt", b"k", b"v"))
+        k = await connect_kafka(reactor, running.address, client_id="metrics-test")
+        fetch = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "kt",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                        {"partition": 7, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        answer = await k.request(1, fetch).addTimeout(TIMEOUT, reactor)
+        codes = [q["error_code"] for t in answer["responses"] for q in t["partitions"]]
+        assert codes == [0, 3]
+        samples = await _scrape(port)
+        assert _value(samples, "rustka_kafka_requests_total", api="Fetch") == 1
+        assert _value(samples, "rustka_kafka_request_duration_seconds_count", api="Fetch") == 1
+        assert (
+            _value(
+                samples,
+                "rustka_kafka_errors_total",
+                api="Fetch",
+                error="UNKNOWN_TOPIC_OR_PARTITION",
+            )
+            == 1
+        )
+        # kcat's ApiVersions and Metadata, then the raw client's ApiVersions.
+        assert _value(samples, "rustka_kafka_requests_total", api="ApiVersions") >= 2
+        assert _value(samples, "rustka_kafka_requests_total", api="Metadata") >= 1
+        assert _value(
+            samples, "rustka_kafka_request_duration_seconds_bucket", api="Metadata", le="+Inf"
+        ) == _value(samples, "rustka_kafka_requests_total", api="Metadata")
+        assert _value(samples, "rustka_protocol_connections", protocol="kafka") == 1
+        assert _value(samples, "rustka_protocol_connections", protocol="native") == 1
+        assert _value(samples, "rustka_connections") == 2
+        await k.close()
+        native.transport.loseConnection()
+        await native.closed
+        factory = running.top.kafka_factory
+        for _ in range(10_000):
+            if not factory.connections and not running.factory.connections:
+                break
+            await task.deferLater(reactor, 0, lambda: None)
+        after = await _scrape(port)
+        assert _value(after, "rustka_protocol_connections", protocol="kafka") == 0
+    finally:
+        await running.stop()
