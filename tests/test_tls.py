@@ -250,3 +250,68 @@ def test_unusable_tls_key_fails_at_startup(tmp_path: Path) -> None:
     )
     with pytest.raises((ConfigError, OSError)):
         build_service(config, reactor)
+
+
+def _kcat_over_tls(address: str, ca: Path, *args: str, stdin: bytes | None = None) -> str:
+    """Debian's kcat (librdkafka) speaking Kafka over TLS, verifying the broker's certificate."""
+    from tests.kafka.real_clients import kcat
+
+    return kcat(
+        "-b",
+        address,
+        "-X",
+        "security.protocol=ssl",
+        "-X",
+        f"ssl.ca.location={ca}",
+        *args,
+        stdin=stdin,
+    )
+
+
+async def test_kcat_over_tls_lists_and_produces(
+    tmp_path: Path, broker_factory: Callable[..., Any]
+) -> None:
+    """The first-frame sniffing works behind TLS: kcat with security.protocol=ssl against an
+    ssl: listen endpoint lists topics and produces; the records are the ones it sent."""
+    import json
+
+    from twisted.internet import threads
+
+    key, cert = make_certificate(tmp_path / "tls")
+    running = await broker_factory(
+        listen=[
+            "tcp:0:interface=127.0.0.1",
+            f"ssl:0:interface=127.0.0.1:privateKey={key}:certKey={cert}",
+        ],
+        default_partitions=1,
+    )
+    try:
+        ssl_port = running.top.listeners[1].port.getHost().port
+        address = f"127.0.0.1:{ssl_port}"
+        lines = [f"secret {i}" for i in range(5)]
+        await threads.deferToThread(
+            _kcat_over_tls,
+            address,
+            cert,
+            "-P",
+            "-t",
+            "tls-topic",
+            "-p",
+            "0",
+            "-X",
+            "acks=all",
+            stdin=("\n".join(lines) + "\n").encode(),
+        ).addTimeout(60, running.factory.reactor)
+        listing = await threads.deferToThread(_kcat_over_tls, address, cert, "-L", "-J").addTimeout(
+            60, running.factory.reactor
+        )
+        meta = json.loads(listing)
+        assert meta["brokers"] == [{"id": 0, "name": address}]
+        assert {t["topic"]: len(t["partitions"]) for t in meta["topics"]} == {"tls-topic": 1}
+        assert running.top.kafka_factory.bad_requests == 0
+        plain = await running.client()
+        got = await plain.fetch_batch("tls-topic", 0, 0)
+        assert [r.value for r in got.records] == [line.encode() for line in lines]
+        await plain.close()
+    finally:
+        await running.stop()
