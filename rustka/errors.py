@@ -123,6 +123,27 @@ class ProducerFenced(RustkaError):
     code = 16
 
 
+class GroupHasActiveMembers(RustkaError):
+    """A native commit or offset fetch, or an offset reset, aimed at a group Kafka members drive.
+
+    Their assignment owns the group's partitions: offsets written beside them would
+    be overwritten by the members' next commit or would move a running consumer,
+    so the broker refuses, as Kafka refuses a commit from a non-member and
+    ``kafka-consumer-groups --reset-offsets`` refuses an active group
+    (docs/kafka.md, "Consumer groups"). Built from a message so a client can
+    rebuild it from a ``Failure``; `for_group` writes the broker's wording.
+    """
+
+    code = 17
+
+    @classmethod
+    def for_group(cls, group: str, members: int) -> GroupHasActiveMembers:
+        return cls(
+            f"group {group!r} has {members} active Kafka consumer(s); its offsets change "
+            f"only through its members' commits until they leave the group"
+        )
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -140,5 +161,6 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         StorageError,
         OutOfOrderSequence,
         ProducerFenced,
+        GroupHasActiveMembers,
     )
 }

@@ -25,6 +25,7 @@ front-end answering synchronously) never sees a half-updated group.
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,7 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from rustka.errors import InvalidName, RustkaError
+from rustka.errors import GroupHasActiveMembers, InvalidName
 from rustka.names import validate_group
 
 log = Logger()
@@ -89,24 +90,6 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
 }
-
-
-class GroupHasActiveMembers(RustkaError):
-    """A native commit or an offset reset aimed at a group that Kafka members drive.
-
-    Their assignment owns the partitions; writing offsets beside them would be
-    overwritten or would move a running consumer, so the request is refused (as
-    Kafka refuses a commit from a non-member and ``kafka-consumer-groups --reset``
-    refuses an active group).
-    """
-
-    def __init__(self, group: str, members: int) -> None:
-        self.group = group
-        self.members = members
-        super().__init__(
-            f"group {group!r} has {members} active Kafka consumer(s); its offsets can only "
-            f"change through its members' commits until they leave"
-        )
 
 
 class CommittedGroups(Protocol):
@@ -1029,7 +1012,7 @@ class GroupCoordinator:
         """Raise `GroupHasActiveMembers` (a clear client-facing error) if members exist."""
         group = self._groups.get(group_id)
         if group is not None and group.members:
-            raise GroupHasActiveMembers(group_id, len(group.members))
+            raise GroupHasActiveMembers.for_group(group_id, len(group.members))
 
     # -- admin views -----------------------------------------------------------------
 
@@ -1118,6 +1101,52 @@ def _dedup(protocols: Sequence[tuple[str, bytes]]) -> tuple[tuple[str, bytes], .
             seen.add(name)
             result.append((name, bytes(metadata)))
     return tuple(result)
+
+
+def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
+    """The partitions a ``consumer``-protocol assignment hands a member, for admin views.
+
+    The broker relays assignments as opaque bytes; only the admin tools look inside.
+    Kafka's ConsumerProtocolAssignment (every version): int16 version, an int32
+    count of (int16-length topic, int32 count of int32 partitions), then user data.
+    None for bytes that are not one (another protocol type, or truncated); an empty
+    assignment (no bytes) is ``{}``.
+    """
+    if not data:
+        return {}
+    try:
+        pos = 2
+        (count,) = struct.unpack_from("!i", data, pos)
+        pos += 4
+        if not 0 <= count <= len(data):
+            return None
+        result: dict[str, list[int]] = {}
+        for _ in range(count):
+            (size,) = struct.unpack_from("!h", data, pos)
+            pos += 2
+            if size < 0 or pos + size > len(data):
+                return None
+            topic = bytes(data[pos : pos + size]).decode("utf-8")
+            pos += size
+            (n,) = struct.unpack_from("!i", data, pos)
+            pos += 4
+            if not 0 <= n <= (len(data) - pos) // 4:
+                return None
+            result.setdefault(topic, []).extend(struct.unpack_from(f"!{n}i", data, pos))
+            pos += 4 * n
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return {topic: sorted(parts) for topic, parts in result.items()}
+
+
+def format_assignment(data: bytes) -> str:
+    """``orders[0,1] audit[3]``: a member's assignment as the admin tools print it."""
+    decoded = consumer_assignment(data)
+    if decoded is None:
+        return f"<{len(data)} bytes>"
+    return " ".join(
+        f"{topic}[{','.join(map(str, parts))}]" for topic, parts in sorted(decoded.items())
+    )
 
 
 def _valid_group_id(group_id: str) -> bool:

@@ -149,11 +149,23 @@ class NativeHandler:
 
         return self.broker.read_record(req.topic, req.partition, req.offset).addCallback(found)
 
+    def _kafka_members_absent(self, group: str) -> None:
+        """Refuse a native consumer's commit or start in a group Kafka members drive.
+
+        Their coordinator-assigned partitions would otherwise get a second reader and
+        offsets written past their backs (docs/kafka.md, "Consumer groups").
+        """
+        coordinator = self.broker.groups
+        if coordinator is not None:
+            coordinator.require_no_active_members(group)
+
     def _commit(self, req: p.Commit) -> defer.Deferred[p.Response]:
+        self._kafka_members_absent(req.group)
         d = self.broker.commit_offsets(req.group, {(req.topic, req.partition): req.offset})
         return d.addCallback(lambda _: p.CommitOk())
 
     def _offset_fetch(self, req: p.OffsetFetch) -> p.Response:
+        self._kafka_members_absent(req.group)
         key = (req.topic, req.partition)
         offset = self.broker.committed_offsets(req.group, [key]).get(key)
         return p.NotFound() if offset is None else p.Offset(offset)

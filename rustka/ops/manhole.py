@@ -37,6 +37,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from rustka.broker.groups import consumer_assignment, format_assignment
 from rustka.config import ConfigError
 from rustka.errors import UnknownTopic
 from rustka.names import validate_topic
@@ -351,6 +352,59 @@ def group_offsets(broker: Any) -> list[tuple[str, p.GroupOffset]]:
     ]
 
 
+GroupRow = tuple[str, str, int, str, str, str, str, int]
+
+
+def kafka_group_rows(broker: Any) -> list[GroupRow]:
+    """One row per live group member: (group, state, generation, client id, host,
+    assignment, member id, lag); a group without members gets one row with empty
+    member fields and the whole group's lag. The coordinator's `describe`, as
+    DescribeGroups shows it, beside `Broker.group_offsets` (docs/kafka.md,
+    "Consumer groups"). A member's lag covers the partitions assigned to it; one
+    without a commit counts from its log start.
+    """
+    coordinator = broker.groups
+    if coordinator is None or broker.logs is None:
+        return []
+    rows: list[GroupRow] = []
+    for group_id, _ptype, _state in coordinator.list_groups():
+        desc = coordinator.describe(group_id)
+        lags = {(o.topic, o.partition): o.lag for o in broker.group_offsets(group_id)}
+        if not desc.members:
+            rows.append(
+                (group_id, desc.state, desc.generation_id, "", "", "", "", sum(lags.values()))
+            )
+        for m in desc.members:
+            assigned = consumer_assignment(m.assignment) or {}
+            lag = sum(
+                lags.get((topic, partition), _uncommitted_lag(broker, topic, partition))
+                for topic, partitions in assigned.items()
+                for partition in partitions
+            )
+            rows.append(
+                (
+                    group_id,
+                    desc.state,
+                    desc.generation_id,
+                    m.client_id,
+                    m.client_host,
+                    format_assignment(m.assignment),
+                    m.member_id,
+                    lag,
+                )
+            )
+    return rows
+
+
+def _uncommitted_lag(broker: Any, topic: str, partition: int) -> int:
+    """Records a member with no commit for a partition has yet to read: all it holds."""
+    t = broker.logs.topics.get(topic)
+    if t is None or partition >= len(t.partitions):
+        return 0
+    plog = t.partitions[partition]
+    return int(plog.end_offset - plog.log_start_offset)
+
+
 def admin_namespace(
     broker: Any, factory: Any, io: Any, kafka_factory: Any = None
 ) -> dict[str, Any]:
@@ -394,6 +448,16 @@ def admin_namespace(
                     (g, o.topic, o.partition, o.committed, o.high_watermark, o.lag)
                     for g, o in group_offsets(broker)
                 ],
+            )
+        )
+
+    def kafka_groups() -> None:
+        """Every group's state and generation, and its members: client id, host,
+        assignment and the lag of the partitions assigned to them."""
+        _emit(
+            format_table(
+                ("group", "state", "generation", "client_id", "host", "assignment", "lag"),
+                [(*row[:6], row[7]) for row in kafka_group_rows(broker)],
             )
         )
 
@@ -442,6 +506,7 @@ def admin_namespace(
         "topics": topics,
         "partitions": partitions,
         "groups": groups,
+        "kafka_groups": kafka_groups,
         "connections": connections,
         "kafka_connections": kafka_connections,
         "pool": pool,

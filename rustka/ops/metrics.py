@@ -82,6 +82,7 @@ class BrokerCollector(Collector):
         yield from self._traffic()
         yield from self._partitions()
         yield self._lag()
+        yield from self._group_members()
 
     def _requests(self) -> Iterator[Metric]:
         stats = self.broker.stats
@@ -260,6 +261,27 @@ class BrokerCollector(Collector):
         for group, offset in group_offsets(self.broker):
             lag.add_metric((group, offset.topic, str(offset.partition)), offset.lag)
         return lag
+
+    def _group_members(self) -> Iterator[Metric]:
+        """Live members and generation per group, labelled with its state (docs/kafka.md)."""
+        members = GaugeMetricFamily(
+            "rustka_group_members",
+            "Members of a consumer group (Kafka's group protocol), by group and state.",
+            labels=("group", "state"),
+        )
+        generation = GaugeMetricFamily(
+            "rustka_group_generation",
+            "The generation id of a consumer group (it grows by one per rebalance).",
+            labels=("group",),
+        )
+        coordinator = self.broker.groups
+        if coordinator is not None:
+            for group_id, _ptype, _state in coordinator.list_groups():
+                desc = coordinator.describe(group_id)
+                members.add_metric((group_id, desc.state), len(desc.members))
+                generation.add_metric((group_id,), desc.generation_id)
+        yield members
+        yield generation
 
 
 class MetricsPage(resource.Resource):

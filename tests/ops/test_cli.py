@@ -178,7 +178,10 @@ async def test_groups_commands_with_json(broker: RunningBroker) -> None:
     assert await ok(broker, "groups", "list") == "analytics\n"
     assert json.loads(await ok(broker, "groups", "list", "--json")) == ["analytics"]
     described = json.loads(await ok(broker, "groups", "describe", "analytics", "--json"))
-    assert described == [{"topic": "orders", "partition": 0, "committed": 2, "end": 5, "lag": 3}]
+    assert described["state"] == "Empty" and described["members"] == []
+    assert described["offsets"] == [
+        {"topic": "orders", "partition": 0, "committed": 2, "end": 5, "lag": 3}
+    ]
     table = await ok(broker, "groups", "describe", "analytics")
     assert table == "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\norders\t0\t2\t5\t3\n"
 
