@@ -32,7 +32,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rustka.broker.lanes import Lane
-from rustka.errors import RecordTooLarge, UnknownTopic
+from rustka.errors import RecordTooLarge, RustkaError, UnknownTopic
 from rustka.names import validate_topic
 from rustka.storage.partition_log import AppendInfo, PartitionLog
 from rustka.storage.record_batch import (
@@ -123,18 +123,16 @@ class Appends:
     def append(
         self, topic: str, partition: int, batches: bytes | memoryview, *, auto_create: bool
     ) -> defer.Deferred[AppendResult]:
-        """Validate ``batches`` now, then store them on the partition's lane."""
+        """Store ``batches`` on the partition's lane, validated there before the write.
+
+        Validation checks every record and decompresses compressed batches, so it
+        runs on the I/O pool with the write (`_write_batches`), never on the
+        reactor; a payload that fails it is refused alone and nothing of it is
+        stored, while the other appends coalesced into the same write go on.
+        """
         core = self._core
         core.check_serving()
         validate_topic(topic)
-        validated = validate_batches(batches)
-        limit = core.max_batch_bytes
-        for pos, header in validated:
-            if header.size > limit:
-                raise RecordTooLarge(
-                    f"the batch at position {pos} is {header.size} bytes, "
-                    f"above the broker's limit of {limit} bytes"
-                )
         d: defer.Deferred[AppendResult] = defer.Deferred()
         payload = bytes(batches) if isinstance(batches, memoryview) else batches
 
@@ -150,7 +148,7 @@ class Appends:
                 d.errback(Failure())
                 return
             lane.append_to(
-                (payload, validated),
+                (payload, core.max_batch_bytes),
                 self._appended,
                 ((topic, partition), len(payload), _batches_appended, (d, plog)),
             )
@@ -272,10 +270,42 @@ class Appends:
 
 
 def _write_batches(
-    plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]]]]
+    plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
 ) -> list[AppendInfo]:
-    """Runs on the pool: one coalesced write (and fsync) for queued appends."""
-    return plog.append_many([item[0] for item in items], [item[1] for item in items])
+    """Runs on the pool: one coalesced write (and fsync) for queued appends.
+
+    An item carries its validated batch headers (built by the broker, as for the
+    seed Produce) or the batch size limit, meaning a client's bytes still to be
+    validated here. Refused payloads answer with their error and are left out.
+    """
+    payloads: list[bytes] = []
+    headers: list[list[tuple[int, BatchHeader]]] = []
+    refused: dict[int, AppendInfo] = {}
+    for index, (payload, checked) in enumerate(items):
+        if isinstance(checked, int):
+            try:
+                checked = _validated(payload, checked)
+            except RustkaError as e:
+                refused[index] = AppendInfo(-1, -1, error=e)
+                continue
+        payloads.append(payload)
+        headers.append(checked)
+    if not refused:
+        return plog.append_many(payloads, headers)
+    stored = iter(plog.append_many(payloads, headers) if payloads else [])
+    return [refused[i] if i in refused else next(stored) for i in range(len(items))]
+
+
+def _validated(payload: bytes, limit: int) -> list[tuple[int, BatchHeader]]:
+    """Every record of every batch checked (docs/kafka.md, "Produce"), sizes within limit."""
+    validated = validate_batches(payload)
+    for pos, header in validated:
+        if header.size > limit:
+            raise RecordTooLarge(
+                f"the batch at position {pos} is {header.size} bytes, "
+                f"above the broker's limit of {limit} bytes"
+            )
+    return validated
 
 
 def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) -> None:
