@@ -20,9 +20,11 @@ from rustka.broker.groups import (
     GroupState,
     JoinResult,
     SyncResult,
+    consumer_assignment,
+    format_assignment,
     offsets_store_groups,
 )
-from rustka.errors import RustkaError
+from rustka.errors import ERRORS_BY_CODE, RustkaError
 
 E = GroupErrorCode
 G = "app"
@@ -612,3 +614,32 @@ def test_close_answers_parked_requests_and_kills_groups(
     assert fired(join(gc)).error == E.NOT_COORDINATOR
     assert gc.heartbeat(G, 2, b.member_id) == E.NOT_COORDINATOR
     assert gc.check_commit(G, 2, b.member_id) == E.NOT_COORDINATOR
+
+
+def _assignment(topics: list[tuple[str, list[int]]], version: int = 1) -> bytes:
+    """Kafka's ConsumerProtocolAssignment, written out byte by byte, plus user data."""
+    out = version.to_bytes(2, "big") + len(topics).to_bytes(4, "big")
+    for topic, partitions in topics:
+        name = topic.encode()
+        out += len(name).to_bytes(2, "big") + name + len(partitions).to_bytes(4, "big")
+        out += b"".join(p.to_bytes(4, "big") for p in partitions)
+    return out + (3).to_bytes(4, "big") + b"usr"
+
+
+def test_consumer_assignments_decode_for_the_admin_views() -> None:
+    data = _assignment([("orders", [3, 1]), ("audit", [0])])
+    assert consumer_assignment(data) == {"orders": [1, 3], "audit": [0]}
+    assert format_assignment(data) == "audit[0] orders[1,3]"
+    assert consumer_assignment(b"") == {} and format_assignment(b"") == ""
+    # Not a consumer assignment (another protocol type, or cut short): shown by size only.
+    for bad in (data[:9], b"\x00\x00\x7f\xff\xff\xff", b"\x00"):
+        assert consumer_assignment(bad) is None
+        assert format_assignment(bad) == f"<{len(bad)} bytes>"
+
+
+def test_group_has_active_members_is_a_stable_wire_error(gc: GroupCoordinator) -> None:
+    """Code 17 in docs/protocol.md; a client rebuilds it from the message alone."""
+    assert ERRORS_BY_CODE[17] is GroupHasActiveMembers
+    rebuilt = ERRORS_BY_CODE[17]("group 'app' has 1 active Kafka consumer(s)")
+    assert isinstance(rebuilt, GroupHasActiveMembers) and rebuilt.code == 17
+    gc.require_no_active_members("nobody")
