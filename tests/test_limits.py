@@ -50,10 +50,19 @@ def with_timeout(d: defer.Deferred[Any], seconds: float = TIMEOUT) -> defer.Defe
     return d.addTimeout(seconds, reactor)
 
 
-def server_side(running: RunningBroker, client: RawClient) -> BrokerProtocol:
-    """The broker's protocol for ``client``'s connection, matched by port."""
+async def server_side(running: RunningBroker, client: RawClient) -> BrokerProtocol:
+    """The broker's native protocol for ``client``'s connection, matched by port.
+
+    The listener picks the protocol on a connection's first frame (docs/kafka.md,
+    "Listeners"), so this waits until the client's first bytes have arrived.
+    """
     port = client.transport.getHost().port
-    [proto] = [c for c in running.factory.connections if c.transport.getPeer().port == port]
+
+    def found() -> list[BrokerProtocol]:
+        return [c for c in running.factory.connections if c.transport.getPeer().port == port]
+
+    await reactor_turns(lambda: bool(found()))
+    [proto] = found()
     return proto
 
 
@@ -72,7 +81,9 @@ async def connect_unread(running: RunningBroker) -> RawClient:
     """A client with a tiny receive buffer that never reads what it is sent.
 
     The receive buffer is shrunk before connecting so the broker's output backs
-    up after a few KiB instead of the megabytes loopback autotuning allows.
+    up after a few KiB instead of the megabytes loopback autotuning allows. It
+    sends one small Metadata request first: the listener picks the protocol on
+    the first frame, so the broker's side of the connection exists on return.
     """
     from twisted.internet import reactor
 
@@ -85,6 +96,7 @@ async def connect_unread(running: RunningBroker) -> RawClient:
     reactor.adoptStreamConnection(sock.fileno(), socket.AF_INET, factory)
     sock.close()
     proto.transport.pauseProducing()
+    proto.transport.write(request(p.Metadata(())))
     await reactor_turns(lambda: server_has(running, proto))
     return proto
 
@@ -151,7 +163,7 @@ async def test_in_flight_limit_stops_reading_until_responses_drain(broker_factor
         frames += [request(p.Metadata(("inflight",))) for _ in range(99)]
         answered = c.expect(len(frames))
         c.transport.write(b"".join(frames))
-        proto = server_side(running, c)
+        proto = await server_side(running, c)
         await reactor_turns(lambda: proto.requests >= 4)
         for _ in range(3):
             await admin.ask(request(p.Metadata(("inflight",))))

@@ -485,7 +485,7 @@ async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
         value = bytes(range(256)) * (size // 256)
         await admin.ask(produce("big", b"k", value))
         reader = await connect_unread_after(running, frame(b"\x0b"))
-        proto = server_side(running, reader)
+        proto = await server_side(running, reader)
         # Small kernel buffers on the broker's side too, so its own write buffer fills.
         proto.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         reader.transport.write(fetch("big", 0, 0) * total)
