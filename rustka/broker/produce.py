@@ -77,8 +77,8 @@ class AppendResult:
 def seed_batches(records: Sequence[KeyedRecord]) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
     """Records as stored batches: each record its own one-record batch.
 
-    MISSION.md fixes that a native single-record Produce is stored as a
-    one-record batch (so a Kafka fetch serves it exactly as it was produced);
+    A native single-record Produce is stored as a one-record batch (the storage
+    format, docs/architecture.md), so a Kafka fetch serves it exactly as produced;
     the burst still costs one write, since the batches are concatenated into
     one payload for the lane. All get the broker's clock at arrival.
     """

@@ -652,7 +652,7 @@ class Produced:
 
 @response
 class FetchedRecord:
-    """Tag 2 (``Record`` in PROTOCOL.md): the answer to a Fetch that found data."""
+    """Tag 2 (``Record`` in docs/protocol.md, section 5): the answer to a Fetch that found data."""
 
     TAG: ClassVar[int] = 2
     WIRE_NAME: ClassVar[str] = "Record"

@@ -6,7 +6,7 @@ linear receive path of `rustka.framing`, so multi-MiB produce requests cost
 time proportional to their size.
 
 The protocol has no correlation ids, so responses must leave in request order
-(PROTOCOL.md rule 1) even though the broker completes them out of order; each
+(docs/protocol.md, section 3, rule 1) even though the broker completes them out of order; each
 request gets a slot in a queue and the queue is flushed from its head.
 
 Pipelining must not reorder *effects* either: a Fetch sent after a Produce on

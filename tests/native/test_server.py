@@ -1,4 +1,4 @@
-"""The broker over real TCP with hand-built frames: PROTOCOL.md byte for byte.
+"""The broker over real TCP with hand-built frames: docs/protocol.md byte for byte.
 
 These tests deliberately avoid rustka.client.protocol so that the wire format is checked
 against the spec, not against our own codec.
@@ -157,7 +157,7 @@ async def test_auto_create_makes_default_partitions(broker: RunningBroker, data_
 
 @pytest_twisted.ensureDeferred
 async def test_empty_key_routes_like_kafka(broker: RunningBroker) -> None:
-    """An empty key is hashed like any other key (PROTOCOL.md rule 3)."""
+    """An empty key is hashed like any other key (docs/protocol.md, section 4)."""
     c = await connect_raw(broker)
     [resp] = await c.ask(produce("t", b"", b"v"))
     assert resp == produced(partition_for_key(b"", 3), 0)
