@@ -691,6 +691,11 @@ async def test_native_and_kafka_share_one_offsets_store_and_refuse_each_other(
             [m] = shown["members"]
             assert m["client_id"] == "rdkafka-member" and m["client_host"] == "/127.0.0.1"
             assert sorted(m["assignment"][topic]) == [0, 1]
+            table = (await rustka_cli(broker, "groups", "describe", group)).stdout.splitlines()
+            assert table[0].startswith(f"group {group}: state Stable, protocol consumer/")
+            assert table[2].startswith(f"rdkafka-member\t/127.0.0.1\t{topic}[0,1]\t")
+            assert f"{topic}\t1\t5\t5\t0\trdkafka-member\t/127.0.0.1" in table
+            assert group in (await rustka_cli(broker, "groups", "list")).stdout.split()
         finally:
             await in_thread(member.close)
         # The Kafka commits are the native ones: native reads them, lag shows them.
