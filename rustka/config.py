@@ -137,7 +137,7 @@ class Config:
     kafka_listen: list[str] = field(default_factory=list)
     advertised_host: str | None = None
     advertised_port: int | None = None
-    group_initial_rebalance_delay_ms: int = 0
+    group_initial_rebalance_delay_ms: int = 1000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
 
