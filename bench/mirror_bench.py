@@ -22,8 +22,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
-import tansu  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import key_for  # noqa: E402
+
+from tools import tansu  # noqa: E402
 
 VALUE = b"v" * 100
 

