@@ -209,3 +209,70 @@ async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
     assert got[0][-1][2:] == ([("trace", b"abc")], 1_700_000_000_123)
     assert [(k, v) for k, v, _, _ in got[1]] == sent[1][20:]
     assert got[2] == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_follow_keeps_copying_until_interrupted(
+    broker: RunningBroker, tansu: Tansu, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    c = await broker.client()
+    try:
+        await c.create_topic("live", 1)
+        await c.produce("live", b"k", b"first")
+    finally:
+        await c.close()
+    state = tmp_path / "follow.json"
+
+    def copied() -> int:
+        try:
+            return int(json.loads(state.read_text())["partitions"]["live/0"]["next_source"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 60
+        while copied() < count:
+            assert time.monotonic() < deadline, f"the mirror did not reach {count}"
+            time.sleep(0.05)
+
+    mirror = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rustka.ops.cli",
+            "mirror",
+            "--broker",
+            broker.address,
+            "--to",
+            tansu.address,
+            "--state",
+            str(state),
+            "--follow",
+            "--json",
+            "live",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await within(threads.deferToThread(wait_for, 1), 90)
+        c = await broker.client()
+        try:
+            await c.produce("live", b"k", b"second")
+        finally:
+            await c.close()
+        await within(threads.deferToThread(wait_for, 2), 90)
+        mirror.send_signal(signal.SIGINT)
+        out, err = await within(threads.deferToThread(mirror.communicate, None, 30), 60)
+    finally:
+        if mirror.poll() is None:
+            mirror.kill()
+            mirror.wait()
+    assert mirror.returncode == 0, err
+    assert json.loads(out)["records"] == 2
