@@ -179,7 +179,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def framing_paused(self) -> bool:
         """Hold buffered frames while the request in flight must finish first."""
-        if self._closed or self.transport.disconnecting:
+        if self._closed or self._closing or self.transport.disconnecting:
+            # After a request that closes the connection nothing behind it is read, even
+            # frames already buffered in the same read.
             return True
         if self._paused_by_client:
             # The client is not reading its answers: take no new request meanwhile.
