@@ -23,7 +23,8 @@ sys.path.insert(0, str(BENCH))
 
 import harness  # noqa: E402
 import kafka_driver  # noqa: E402
-import tansu  # noqa: E402
+
+from tools import tansu  # noqa: E402
 
 
 @pytest.fixture(params=["rustka", "tansu"])
