@@ -27,6 +27,8 @@ OFFSETS_KEY: PartitionKey = ("__offsets", 0)
 
 FLUSH = "flush"
 RETENTION = "retention"
+# How long a deleted segment's files stay open for reads already running on the pool.
+RELEASE_GRACE_S = 5.0
 OFFSETS_COMPACTION = "offsets_compaction"
 BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION)
 
@@ -122,6 +124,10 @@ class Maintenance:
 
     def _retained(self, deleted: list[int], key: PartitionKey) -> None:
         if deleted:
+            # Readers that snapshotted the deleted segments get a grace period, then
+            # the files close and their space returns: a full disk recovers in
+            # seconds, not one retention interval later.
+            self._core.reactor.callLater(RELEASE_GRACE_S, self._release, key)
             self._core.stats.retention_deleted_segments += len(deleted)
             self.log.info(
                 "retention deleted {count} segment(s) of {topic}/{partition}: base offsets {bases}",
@@ -130,6 +136,18 @@ class Maintenance:
                 partition=key[1],
                 bases=deleted,
             )
+
+    def _release(self, key: PartitionKey) -> None:
+        core = self._core
+        try:
+            if core.logs is None or key[0] not in core.logs.topics:
+                return
+            plog = core.partition(*key)
+            d = core.appends.lane(*key).submit(plog.release_deleted)
+        except Exception:
+            self.failed(Failure(), RETENTION, key)
+            return
+        d.addCallbacks(_ignore, self.failed, None, None, (RETENTION, key))
 
     def failed(self, failure: Failure, task: str, key: PartitionKey | None = None) -> None:
         """Count and (rate-limited) log one failed piece of background work."""

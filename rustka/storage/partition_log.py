@@ -631,6 +631,18 @@ class PartitionLog:
             raise StorageError("; ".join(errors))
         return [seg.base_offset for seg in doomed]
 
+    def release_deleted(self) -> int:
+        """Close the files of segments retention deleted, so their space returns now.
+
+        Deleted segments keep their descriptors open for readers that took a
+        snapshot before the deletion; the broker calls this on the partition's
+        lane a grace period after the pass (docs/reliability.md, "Full disk"),
+        instead of waiting for the next pass. Returns how many were released.
+        """
+        count = len(self._doomed)
+        self._release_doomed()
+        return count
+
     def _release_doomed(self) -> None:
         """Close and remove segments deleted by an earlier pass."""
         doomed, self._doomed = self._doomed, []

@@ -329,6 +329,29 @@ def test_size_retention_deletes_whole_oldest_segments_only(tmp_path: Path) -> No
     log.close()
 
 
+def test_released_segments_give_their_space_back_before_the_next_pass(tmp_path: Path) -> None:
+    """Deleted segments stay open for earlier readers until released, then close for good."""
+    log = PartitionLog.open(tmp_path, config(retention_bytes=1000))
+    fill(log, 60)
+    deleted = log.enforce_retention(TS)
+    assert deleted
+    pid = os.getpid()
+
+    def open_deleted() -> list[str]:
+        fds = Path(f"/proc/{pid}/fd")
+        return [
+            target
+            for target in (os.readlink(fd) for fd in fds.iterdir() if fd.exists())
+            if target.startswith(str(tmp_path)) and "deleted" in target
+        ]
+
+    assert open_deleted(), "a deleted segment is still open for readers after the pass"
+    assert log.release_deleted() == len(deleted)
+    assert open_deleted() == []
+    assert log.release_deleted() == 0
+    log.close()
+
+
 def test_retention_never_deletes_the_active_segment(tmp_path: Path) -> None:
     """Even with a zero byte budget the active segment and the end offset survive."""
     log = PartitionLog.open(tmp_path, config(retention_bytes=0))
