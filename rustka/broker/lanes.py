@@ -12,6 +12,9 @@ requests costs one thread hop, one write and one fsync rather than N.
 
 from __future__ import annotations
 
+import functools
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,14 +22,128 @@ from typing import Any, TypeVar
 from twisted.application import service
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
 from rustka.errors import BrokerUnavailable
 
 T = TypeVar("T")
+
+OnDone = Callable[[Any, Any], None]
+"""``on_done(result or Failure, context)``: how a pool job answers on the reactor thread."""
+
+
+class WorkerPool:
+    """N plain threads taking jobs from one `queue.SimpleQueue`, answering on the reactor.
+
+    Twisted's `ThreadPool` routes every job and every completion through its
+    `Team` coordinator (extra lock hand-offs on the way in and out); under load
+    that cost ~60 µs per round trip on the benchmark machine
+    (docs/performance.md, "W2 today, and answering in one hop"). Here a job is
+    one ``put`` and a completion one deque append, and completions that finish
+    while the reactor has not yet run the previous wake-up share it: one
+    ``callFromThread`` (one waker write) per batch, not per job.
+
+    Jobs are ``(f, args, on_done, context)``; ``on_done(result or Failure,
+    context)`` runs on the reactor thread. The attributes the manhole's
+    ``pool()`` shows (``workers``, ``working``, ``max``) keep ThreadPool's names.
+    """
+
+    log = Logger()
+
+    def __init__(self, reactor: IReactorFromThreads, threads: int, name: str) -> None:
+        self.max = max(1, threads)
+        self.name = name
+        self.started = False
+        self.joined = False
+        self._reactor = reactor
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[..., Any], tuple[Any, ...], OnDone, Any] | None
+        ]
+        self._jobs = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._busy = [False] * self.max
+        self._done: deque[tuple[OnDone, Any, Any]] = deque()
+        self._wake_pending = False
+        self.wakeups = 0
+        """Reactor wake-ups that delivered completions (fewer than jobs under load)."""
+
+    @property
+    def workers(self) -> int:
+        """Threads alive."""
+        return sum(1 for t in self._threads if t.is_alive())
+
+    @property
+    def working(self) -> list[str]:
+        """Names of the threads running a job now."""
+        return [t.name for t, busy in zip(self._threads, self._busy, strict=False) if busy]
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting for a thread."""
+        return self._jobs.qsize()
+
+    def start(self) -> None:
+        self.started = True
+        for index in range(self.max):
+            thread = threading.Thread(
+                target=self._work, args=(index,), name=f"{self.name}-{index}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self) -> None:
+        """Refuse new jobs, let the queued ones finish, then join the threads.
+
+        Their results still reach the reactor (as with ThreadPool.stop).
+        """
+        self.started = False
+        self.joined = True
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def submit(
+        self, on_done: OnDone, context: Any, f: Callable[..., Any], args: tuple[Any, ...]
+    ) -> None:
+        self._jobs.put((f, args, on_done, context))
+
+    def _work(self, index: int) -> None:
+        get = self._jobs.get
+        busy = self._busy
+        done = self._done
+        wake = self._reactor.callFromThread
+        while True:
+            job = get()
+            if job is None:
+                return
+            f, args, on_done, context = job
+            busy[index] = True
+            try:
+                result = f(*args)
+            except BaseException:
+                result = Failure()
+            busy[index] = False
+            done.append((on_done, result, context))
+            # The drain clears the flag before it reads the deque, so an append
+            # that sees the flag set is always picked up by a drain still to run.
+            if not self._wake_pending:
+                self._wake_pending = True
+                wake(self._deliver)
+            del job, f, args, on_done, context, result
+
+    def _deliver(self) -> None:
+        """On the reactor: run the completions queued so far, each contained."""
+        self._wake_pending = False
+        self.wakeups += 1
+        done = self._done
+        for _ in range(len(done)):
+            on_done, result, context = done.popleft()
+            try:
+                on_done(result, context)
+            except Exception:
+                self.log.failure("an I/O pool completion failed")
 
 
 class IOPool(service.Service):
@@ -34,14 +151,16 @@ class IOPool(service.Service):
 
     Kept apart from the reactor's default pool so DNS lookups or metric scrapes
     never queue behind a slow fsync, and sized small: the GIL makes more than a
-    few threads useless for Python-level work.
+    few threads useless for Python-level work. The threads are a `WorkerPool`
+    (``pool``), not Twisted's ThreadPool: one wake-up each way and nothing else
+    on the produce latency path.
     """
 
     log = Logger()
 
     def __init__(self, reactor: IReactorFromThreads, threads: int = 2) -> None:
         self._reactor = reactor
-        self.pool = ThreadPool(minthreads=1, maxthreads=max(1, threads), name="rustka-io")
+        self.pool = WorkerPool(reactor, threads, name="rustka-io")
         self.submitted = 0
 
     def startService(self) -> None:
@@ -56,14 +175,19 @@ class IOPool(service.Service):
     @property
     def queue_depth(self) -> int:
         """Work items waiting for a thread (for metrics and the manhole)."""
-        return self.pool._queue.qsize()
+        return self.pool.queued
 
     def run(self, f: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
         """Run ``f`` in the pool; fail at once (never hang) once the pool is stopped."""
-        if not self.pool.started or self.pool.joined:
+        if not self.pool.started:
             return defer.fail(BrokerUnavailable("the broker is shutting down"))
         self.submitted += 1
-        return deferToThreadPool(self._reactor, self.pool, f, *args, **kwargs)
+        d: defer.Deferred[T] = defer.Deferred()
+        if kwargs:
+            self.pool.submit(_fire, d, functools.partial(f, **kwargs), args)
+        else:
+            self.pool.submit(_fire, d, f, args)
+        return d
 
     def run_then(
         self, on_done: Callable[[Any, Any], None], context: Any, f: Callable[..., Any], *args: Any
@@ -71,19 +195,20 @@ class IOPool(service.Service):
         """`run` for the lanes: ``on_done(result or Failure, context)`` on the reactor thread.
 
         One hop per coalesced write is the lanes' whole cost of leaving the
-        reactor, so it skips the Deferred and its callback chain; the result
-        comes back through a single ``callFromThread`` all the same.
+        reactor, so it skips the Deferred and its callback chain.
         """
-        if not self.pool.started or self.pool.joined:
+        if not self.pool.started:
             on_done(Failure(BrokerUnavailable("the broker is shutting down")), context)
             return
         self.submitted += 1
-        call_from_thread = self._reactor.callFromThread
+        self.pool.submit(on_done, context, f, args)
 
-        def returned(success: bool, result: Any) -> None:
-            call_from_thread(on_done, result, context)
 
-        self.pool.callInThreadWithCallback(returned, f, *args)
+def _fire(result: Any, d: defer.Deferred[Any]) -> None:
+    if type(result) is Failure:
+        d.errback(result)
+    else:
+        d.callback(result)
 
 
 # Marks a queued append whose sink is a Deferred rather than a plain callback.

@@ -13,7 +13,7 @@ from twisted.python.failure import Failure
 
 from rustka.broker.lanes import IOPool, Lane
 from rustka.errors import BrokerUnavailable
-from tests.conftest import within
+from tests.conftest import LogWatcher, within
 
 
 @pytest.fixture
@@ -165,3 +165,101 @@ async def test_append_to_reports_a_failed_write_and_survives_a_raising_callback(
     assert await within(lane.append("after")) == "after"
     assert len(outcomes) == 1 and isinstance(outcomes[0], Failure)
     assert outcomes[0].check(OSError)
+
+
+@pytest_twisted.ensureDeferred
+async def test_pool_runs_work_on_its_own_threads_and_answers_on_the_reactor(io: IOPool) -> None:
+    """Disk work never runs on the reactor thread; its answer always does."""
+    reactor_thread = threading.get_ident()
+    ran_on = await within(io.run(threading.get_ident))
+    assert ran_on != reactor_thread
+    assert await within(io.run(lambda a, *, b: a + b, 2, b=3)) == 5
+    answered_on: list[int] = []
+    done: defer.Deferred[None] = defer.Deferred()
+
+    def on_done(result: Any, context: str) -> None:
+        answered_on.append(threading.get_ident())
+        done.callback((result, context))
+
+    io.run_then(on_done, "ctx", pow, 2, 10)
+    assert await within(done) == (1024, "ctx")
+    assert answered_on == [reactor_thread]
+    assert io.pool.workers == io.pool.max == 2
+    assert io.submitted == 3
+
+
+@pytest_twisted.ensureDeferred
+async def test_completions_that_finish_together_share_one_reactor_wake_up(io: IOPool) -> None:
+    """Jobs finishing while the reactor is busy are delivered by a single wake-up."""
+    finished = threading.Event()
+    count = 50
+    ran: list[int] = []
+
+    def job(i: int) -> int:
+        ran.append(i)
+        if len(ran) == count:
+            finished.set()
+        return i
+
+    before = io.pool.wakeups
+    results = [io.run(job, i) for i in range(count)]
+    # Hold the reactor thread until every job has run: their completions queue up.
+    assert finished.wait(10)
+    assert await within(defer.gatherResults(results)) == list(range(count))
+    assert io.pool.wakeups - before == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_queue_depth_counts_work_waiting_for_a_thread() -> None:
+    """With every thread busy, further work waits in the queue and is counted there."""
+    from twisted.internet import reactor
+
+    io = IOPool(reactor, threads=1)
+    io.startService()
+    gate = threading.Event()
+    try:
+        first = io.run(gate.wait, 10)
+        rest = [io.run(int, i) for i in range(3)]
+        assert io.queue_depth in (3, 4)  # 4 until the thread has taken the first job
+        gate.set()
+        assert await within(first) is True
+        assert await within(defer.gatherResults(rest)) == [0, 1, 2]
+        assert io.queue_depth == 0
+    finally:
+        gate.set()
+        io.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_stopping_the_pool_finishes_queued_work_first() -> None:
+    """stopService lets every queued job run and still delivers its result."""
+    from twisted.internet import reactor
+
+    io = IOPool(reactor, threads=2)
+    io.startService()
+    ran: list[int] = []
+    results = [io.run(ran.append, i) for i in range(20)]
+    io.stopService()
+    assert sorted(ran) == list(range(20))
+    assert io.pool.workers == 0
+    await within(defer.gatherResults(results))
+    with pytest.raises(BrokerUnavailable):
+        await io.run(int)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_raising_completion_does_not_stop_the_others(
+    io: IOPool, log_watcher: LogWatcher
+) -> None:
+    """A completion callback that raises is logged; later completions still arrive."""
+    last: defer.Deferred[int] = defer.Deferred()
+
+    def explode(result: Any, context: Any) -> None:
+        raise RuntimeError("completion bug")
+
+    io.run_then(explode, None, int, 1)
+    io.run_then(lambda result, context: last.callback(result), None, int, 2)
+    assert await within(last) == 2
+    assert log_watcher.messages("an I/O pool completion failed")
+    failed = await within(io.run(int, "not a number").addErrback(lambda f: [f]))
+    assert isinstance(failed[0], Failure) and failed[0].check(ValueError)
