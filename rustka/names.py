@@ -20,7 +20,7 @@ RESERVED_FILE_NAMES = frozenset({".clean-shutdown", "manhole_host_key"})
 
 
 def validate_topic(name: str, *, internal_ok: bool = False) -> str:
-    """Return ``name`` if it is a legal topic name (docs/protocol.md, section 3, rule 6), else raise.
+    """Return ``name`` if it is a legal topic name (docs/protocol.md, 3.6), else raise.
 
     ``internal_ok`` admits the broker's own ``__`` names (only the broker sets it).
     """

@@ -744,7 +744,7 @@ def test_seed_ops_always_get_error(vector: Vector) -> None:
 
 
 def test_seed_fetch_out_of_range_message_names_earliest_offset() -> None:
-    """docs/protocol.md, section 3: the Error for a deleted offset names the earliest available one."""
+    """docs/protocol.md, section 3: the Error for a deleted offset names the earliest offset."""
     response = error_response(Fetch("t", 0, 3), OffsetOutOfRange(3, 10, 45))
     assert isinstance(response, Error)
     assert "out of range" in response.message and "10" in response.message
