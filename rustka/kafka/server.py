@@ -40,6 +40,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from rustka.broker.core import Broker
+from rustka.broker.stats import LatencyHistogram
 from rustka.config import Config
 from rustka.framing import LinearInt32StringReceiver
 from rustka.kafka import group_handlers as _group_handlers  # noqa: F401  (registers them)
@@ -58,43 +59,21 @@ _READ_AHEAD = 1 << 20
 # How many Produce requests of one connection may be in flight together.
 _MAX_PIPELINED_PRODUCES = 16
 
-#: Bucket bounds (seconds) of the per-API latency histograms.
-LATENCY_BUCKETS = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
-
 
 @dataclass
 class ApiStats:
-    """Counters of one Kafka API, read by the metrics endpoint at scrape time."""
+    """Counters of one Kafka API, read by the metrics endpoint at scrape time.
+
+    The latency histogram is the broker's own (`rustka.broker.stats`), so both
+    protocols' latencies share one set of buckets.
+    """
 
     requests: int = 0
     errors: dict[int, int] = field(default_factory=dict)
-    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
-    seconds_sum: float = 0.0
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
     def observe(self, seconds: float) -> None:
-        self.seconds_sum += seconds
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                self.bucket_counts[i] += 1
-                return
-        self.bucket_counts[-1] += 1
+        self.latency.observe(seconds)
 
 
 def _error_codes(body: Any, out: dict[int, int]) -> None:

@@ -35,7 +35,6 @@ from rustka.broker.maintenance import BACKGROUND_TASKS
 from rustka.broker.stats import LATENCY_BUCKETS
 from rustka.kafka import messages as kafka_messages
 from rustka.kafka.errors import ErrorCode as KafkaErrorCode
-from rustka.kafka.server import LATENCY_BUCKETS as KAFKA_LATENCY_BUCKETS
 from rustka.native import codec as p
 from rustka.ops.listeners import Listener
 from rustka.ops.manhole import group_offsets
@@ -145,7 +144,7 @@ class BrokerCollector(Collector):
         )
         # every advertised API from the start, so rate() has a zero to start from
         keys = sorted({key for key, _, _ in kafka.advertised_versions()} | set(kafka.stats))
-        empty = [0] * (len(KAFKA_LATENCY_BUCKETS) + 1)
+        empty = [0] * (len(LATENCY_BUCKETS) + 1)
         for key in keys:
             api = kafka_messages.APIS[key].name if key in kafka_messages.APIS else str(key)
             stats = kafka.stats.get(key)
@@ -153,14 +152,13 @@ class BrokerCollector(Collector):
             for code, count in sorted((stats.errors if stats is not None else {}).items()):
                 errors.add_metric((api, _kafka_error_label(code)), count)
             cumulative = list(
-                itertools.accumulate(stats.bucket_counts if stats is not None else empty)
+                itertools.accumulate(stats.latency.counts if stats is not None else empty)
             )
             buckets = [
-                (repr(bound), n)
-                for bound, n in zip(KAFKA_LATENCY_BUCKETS, cumulative, strict=False)
+                (repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)
             ]
             buckets.append(("+Inf", cumulative[-1]))
-            latency.add_metric((api,), buckets, stats.seconds_sum if stats is not None else 0.0)
+            latency.add_metric((api,), buckets, stats.latency.total if stats is not None else 0.0)
         yield requests
         yield errors
         yield latency
