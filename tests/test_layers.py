@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "rustka"
-TOP_LEVEL = {"config", "errors", "names", "partitioner", "framing", "output_budget", "allocation"}
+TOP_LEVEL = {
+    "config",
+    "errors",
+    "names",
+    "partitioner",
+    "framing",
+    "output_budget",
+    "allocation",
+    "connections",
+}
 ALLOWED: dict[str, set[str]] = {
     "top": {"top", "storage"},
     "storage": {"top", "storage"},

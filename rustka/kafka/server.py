@@ -42,6 +42,7 @@ from zope.interface import implementer
 from rustka.broker.core import Broker
 from rustka.broker.stats import LatencyHistogram
 from rustka.config import Config
+from rustka.connections import close_all, start_serving
 from rustka.framing import LinearInt32StringReceiver
 from rustka.kafka import group_handlers as _group_handlers  # noqa: F401  (registers them)
 from rustka.kafka import messages
@@ -116,15 +117,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
     # -- lifecycle ----------------------------------------------------------------
 
     def connectionMade(self) -> None:
-        config = self.factory.config
-        self.MAX_LENGTH = config.max_frame_bytes
-        self.budget.set_limit(config.max_output_bytes_per_connection)
-        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
-        if set_no_delay is not None:
-            set_no_delay(True)
-        self.transport.registerProducer(self, True)
-        self.setTimeout(config.idle_timeout_ms / 1000)
-        self.factory.connection_opened(self)
+        start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._closed = True
@@ -445,20 +438,4 @@ class KafkaFactory(Factory):
 
     def close_all(self, timeout: float) -> defer.Deferred[None]:
         """Answer what each connection already sent, then hang up; abort after ``timeout``."""
-        closing = [proto.finish_and_close() for proto in list(self.connections)]
-        if not closing:
-            return defer.succeed(None)
-        done = defer.gatherResults(closing)
-
-        def abort_stragglers() -> None:
-            for proto in list(self.connections):
-                proto.transport.abortConnection()
-
-        timer = self.reactor.callLater(timeout, abort_stragglers)
-
-        def finished(_: object) -> None:
-            if timer.active():
-                timer.cancel()
-
-        done.addBoth(finished)
-        return done  # type: ignore[return-value]
+        return close_all(self.connections, self.reactor, timeout)

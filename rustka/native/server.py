@@ -30,6 +30,7 @@ from zope.interface import implementer
 
 from rustka.broker.core import Broker
 from rustka.config import Config
+from rustka.connections import close_all, start_serving
 from rustka.errors import InvalidRequest
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
@@ -69,15 +70,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     # -- connection lifecycle ---------------------------------------------------
 
     def connectionMade(self) -> None:
-        config = self.factory.config
-        self.MAX_LENGTH = config.max_frame_bytes
-        self.budget.set_limit(config.max_output_bytes_per_connection)
-        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
-        if set_no_delay is not None:
-            set_no_delay(True)
-        self.transport.registerProducer(self, True)
-        self.setTimeout(config.idle_timeout_ms / 1000)
-        self.factory.connection_opened(self)
+        start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._closed = True
@@ -401,25 +394,5 @@ class BrokerFactory(Factory):
         self.connections.discard(proto)
 
     def close_all(self, timeout: float) -> defer.Deferred[None]:
-        """Graceful shutdown: answer what each client already sent, then hang up.
-
-        Every connection stops reading; each one closes as soon as its last
-        pending response is written. Whatever is still open after ``timeout``
-        seconds is aborted, so a stuck client cannot hold the shutdown.
-        """
-        closing = [proto.finish_and_close() for proto in list(self.connections)]
-        if not closing:
-            return defer.succeed(None)
-        done = defer.gatherResults(closing)
-
-        def abort_stragglers() -> None:
-            for proto in list(self.connections):
-                proto.transport.abortConnection()
-
-        timer = self.reactor.callLater(timeout, abort_stragglers)
-
-        def finished(_: object) -> None:
-            if timer.active():
-                timer.cancel()
-
-        return done.addBoth(finished)
+        """Answer what each connection already sent, then hang up; abort after ``timeout``."""
+        return close_all(self.connections, self.reactor, timeout)
