@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from twisted.web import pages, resource, server
 
 from rustka.broker.maintenance import BACKGROUND_TASKS
-from rustka.broker.stats import LATENCY_BUCKETS
+from rustka.broker.stats import LATENCY_BUCKETS, LatencyHistogram
 from rustka.kafka import messages as kafka_messages
 from rustka.kafka.errors import ErrorCode as KafkaErrorCode
 from rustka.native import codec as p
@@ -112,14 +112,7 @@ class BrokerCollector(Collector):
             requests.add_metric((op, "error"), failed)
             errors.add_metric((op,), failed)
             in_flight.add_metric((op,), max(0, stats.requests.get(name, 0) - completed))
-            histogram = stats.latency.get(name)
-            counts = histogram.counts if histogram is not None else [0] * (len(LATENCY_BUCKETS) + 1)
-            cumulative = list(itertools.accumulate(counts))
-            buckets = [
-                (repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)
-            ]
-            buckets.append(("+Inf", cumulative[-1]))
-            latency.add_metric((op,), buckets, histogram.total if histogram is not None else 0.0)
+            _add_histogram(latency, (op,), stats.latency.get(name))
         yield requests
         yield errors
         yield in_flight
@@ -144,21 +137,13 @@ class BrokerCollector(Collector):
         )
         # every advertised API from the start, so rate() has a zero to start from
         keys = sorted({key for key, _, _ in kafka.advertised_versions()} | set(kafka.stats))
-        empty = [0] * (len(LATENCY_BUCKETS) + 1)
         for key in keys:
             api = kafka_messages.APIS[key].name if key in kafka_messages.APIS else str(key)
             stats = kafka.stats.get(key)
             requests.add_metric((api,), stats.requests if stats is not None else 0)
             for code, count in sorted((stats.errors if stats is not None else {}).items()):
                 errors.add_metric((api, _kafka_error_label(code)), count)
-            cumulative = list(
-                itertools.accumulate(stats.latency.counts if stats is not None else empty)
-            )
-            buckets = [
-                (repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)
-            ]
-            buckets.append(("+Inf", cumulative[-1]))
-            latency.add_metric((api,), buckets, stats.latency.total if stats is not None else 0.0)
+            _add_histogram(latency, (api,), stats.latency if stats is not None else None)
         yield requests
         yield errors
         yield latency
@@ -339,3 +324,14 @@ def metrics_service(
     root = _Root()
     root.putChild(b"metrics", MetricsPage(metrics_registry(broker, factory, io, kafka_factory)))
     return Listener(endpoint, "metrics", QuietSite(root), reactor, backlog=backlog)
+
+
+def _add_histogram(
+    family: HistogramMetricFamily, labels: tuple[str, ...], histogram: LatencyHistogram | None
+) -> None:
+    """One labelled histogram sample set, all buckets present even before any request."""
+    counts = histogram.counts if histogram is not None else [0] * (len(LATENCY_BUCKETS) + 1)
+    cumulative = list(itertools.accumulate(counts))
+    buckets = [(repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)]
+    buckets.append(("+Inf", cumulative[-1]))
+    family.add_metric(labels, buckets, histogram.total if histogram is not None else 0.0)

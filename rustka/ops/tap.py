@@ -171,31 +171,28 @@ def build_service(
     top = BrokerTree(config, reactor, stop_reactor_on_failure)
     backlog = effective_backlog(config.backlog)
     top.broker_service.setServiceParent(top)
-    for description in config.listen:
-        listener = Listener(
-            description,
-            "listen",
-            top.serving_factory,
-            reactor,
-            backlog=backlog,
-            after=top.when_storage_open,
-            on_failure=lambda failure, d=description: top.listener_failed(d, failure),
-        )
-        listener.setServiceParent(top)
-        top.listeners.append(listener)
+    # `listen` endpoints speak both protocols; `kafka_listen` ones only Kafka's.
+    endpoints: list[tuple[str, list[str], Any, list[Listener]]] = [
+        ("listen", config.listen, top.serving_factory, top.listeners)
+    ]
     if top.kafka_factory is not None:
-        for description in config.kafka_listen:
+        endpoints.append(
+            ("kafka_listen", config.kafka_listen, top.kafka_factory, top.kafka_listeners)
+        )
+    for setting, descriptions, factory, listeners in endpoints:
+        for description in descriptions:
             listener = Listener(
                 description,
-                "kafka_listen",
-                top.kafka_factory,
+                setting,
+                factory,
                 reactor,
                 backlog=backlog,
                 after=top.when_storage_open,
                 on_failure=lambda failure, d=description: top.listener_failed(d, failure),
             )
             listener.setServiceParent(top)
-            top.kafka_listeners.append(listener)
+            listeners.append(listener)
+    if top.kafka_factory is not None:
         _ShutdownConnections(top.kafka_factory).setServiceParent(top)
     _ShutdownConnections(top.factory).setServiceParent(top)
     _StopGroups(top.broker).setServiceParent(top)
