@@ -51,6 +51,10 @@ async def test_kcat_lists_topics_the_native_cli_made(broker: RunningBroker) -> N
         ("kafka-python", {"acks": "all", "compression_type": "gzip"}),
         ("aiokafka", {"acks": 1}),
         ("aiokafka", {"acks": "all", "enable_idempotence": True}),
+        ("aiokafka", {"acks": "all", "compression_type": "gzip"}),
+        ("aiokafka", {"acks": "all", "compression_type": "snappy"}),
+        ("aiokafka", {"acks": "all", "compression_type": "lz4"}),
+        ("aiokafka", {"acks": "all", "compression_type": "zstd"}),
     ],
 )
 @pytest_twisted.ensureDeferred
@@ -80,7 +84,15 @@ async def test_produce_then_read_back_by_assignment(
 @pytest_twisted.ensureDeferred
 async def test_kcat_produces_with_every_codec_and_native_reads_it(broker: RunningBroker) -> None:
     lines = [f"line {i}" for i in range(10)]
-    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+    settings = {
+        "none": ["acks=1"],
+        "gzip": ["acks=all"],
+        "snappy": ["acks=all", "enable.idempotence=true"],
+        "lz4": ["acks=all"],
+        "zstd": ["acks=all", "enable.idempotence=true"],
+    }
+    for codec, extra in settings.items():
+        options = [arg for setting in extra for arg in ("-X", setting)]
         await in_thread(
             rc.kcat,
             "-b",
@@ -92,8 +104,7 @@ async def test_kcat_produces_with_every_codec_and_native_reads_it(broker: Runnin
             "0",
             "-X",
             f"compression.codec={codec}",
-            "-X",
-            "acks=all",
+            *options,
             stdin=("\n".join(lines) + "\n").encode(),
         )
         c = await broker.client()
