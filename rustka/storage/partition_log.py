@@ -323,13 +323,18 @@ class PartitionLog:
         stage = self._producers.begin()
         offset = self._segments[-1].next_offset
         kept: list[int] = []
+        counts: list[int] = []
         for i, payload_batches in enumerate(parsed):
-            info = _stage_producers(stage, payload_batches, offset)
+            count = sum(h.last_offset_delta + 1 for _, h in payload_batches)
+            info = None
+            # Only idempotent batches need the producer state; seed records never do.
+            if any(h.producer_id >= 0 for _, h in payload_batches):
+                info = _stage_producers(stage, payload_batches, offset)
             if info is None:
-                count = sum(h.last_offset_delta + 1 for _, h in payload_batches)
                 info = AppendInfo(offset, offset + count - 1)
                 offset += count
                 kept.append(i)
+                counts.append(count)
             results.append(info)
         if len(kept) != len(payloads):
             if not kept:
@@ -349,9 +354,8 @@ class PartitionLog:
         chunk: list[tuple[int, BatchHeader]] = []
         at = 0
         try:
-            for payload_batches, payload in zip(parsed, payloads, strict=True):
+            for payload_batches, payload, count in zip(parsed, payloads, counts, strict=True):
                 length = len(payload)
-                count = sum(h.last_offset_delta + 1 for _, h in payload_batches)
                 pending = at - chunk_start
                 if self._should_roll(active, pending, length, next_offset + count - 1, now):
                     if chunk:
