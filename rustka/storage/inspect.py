@@ -23,8 +23,10 @@ from crc32c import crc32c
 from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
 from rustka.storage.compression import codec_name
+from rustka.storage.offset_index import INDEX_ENTRY
 from rustka.storage.offsets import decode_key, decode_value
 from rustka.storage.record_batch import BatchHeader, crc_ok, decode_records, parse_header
+from rustka.storage.time_index import TIME_INDEX_ENTRY
 
 __all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]
 
@@ -33,8 +35,6 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 RECOVERY_POINT_FILE = "recovery-point"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
-_INDEX_ENTRY = struct.Struct(">II")
-_TIME_ENTRY = struct.Struct(">qI")
 _RECOVERY_POINT = struct.Struct(">QI")
 _NAME_DIGITS = 20
 
@@ -173,10 +173,10 @@ def dump_segment(path: Path) -> dict[str, Any]:
 def _dump_index(path: Path) -> dict[str, Any]:
     data = _read(path)
     base = _base_of(path.name, INDEX_SUFFIX) or 0
-    usable = len(data) - len(data) % _INDEX_ENTRY.size
+    usable = len(data) - len(data) % INDEX_ENTRY.size
     entries = [
         {"relative_offset": rel, "offset": base + rel, "position": pos}
-        for rel, pos in _INDEX_ENTRY.iter_unpack(data[:usable])
+        for rel, pos in INDEX_ENTRY.iter_unpack(data[:usable])
     ]
     return {
         "file": str(path),
@@ -190,10 +190,10 @@ def _dump_index(path: Path) -> dict[str, Any]:
 def _dump_time_index(path: Path) -> dict[str, Any]:
     data = _read(path)
     base = _base_of(path.name, TIME_INDEX_SUFFIX) or 0
-    usable = len(data) - len(data) % _TIME_ENTRY.size
+    usable = len(data) - len(data) % TIME_INDEX_ENTRY.size
     entries = [
         {"timestamp": ts, "relative_offset": rel, "offset": base + rel}
-        for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable])
+        for ts, rel in TIME_INDEX_ENTRY.iter_unpack(data[:usable])
     ]
     return {
         "file": str(path),
@@ -390,24 +390,25 @@ def _check_segment(
     return starts, expected, len(data)
 
 
+def _whole_entries(path: Path, entry: struct.Struct, report: Report) -> list[tuple[int, int]]:
+    """An index file's complete entries; a torn last entry is reported, not read."""
+    report.files_checked += 1
+    data = _read(path)
+    usable = len(data) - len(data) % entry.size
+    if usable != len(data):
+        report.problems.append(
+            Problem(str(path), usable, f"length {len(data)} is not a multiple of {entry.size}")
+        )
+    return list(entry.iter_unpack(data[:usable]))
+
+
 def _check_index(
     path: Path, base: int, starts: dict[int, int], log_size: int, report: Report
 ) -> None:
-    report.files_checked += 1
-    data = _read(path)
     where = str(path)
-    if len(data) % _INDEX_ENTRY.size:
-        report.problems.append(
-            Problem(
-                where,
-                len(data) - len(data) % _INDEX_ENTRY.size,
-                f"length {len(data)} is not a multiple of {_INDEX_ENTRY.size}",
-            )
-        )
-    usable = len(data) - len(data) % _INDEX_ENTRY.size
     prev: tuple[int, int] | None = None
-    for n, (rel, pos) in enumerate(_INDEX_ENTRY.iter_unpack(data[:usable])):
-        at = n * _INDEX_ENTRY.size
+    for n, (rel, pos) in enumerate(_whole_entries(path, INDEX_ENTRY, report)):
+        at = n * INDEX_ENTRY.size
         if prev is not None and (rel <= prev[0] or pos <= prev[1]):
             report.problems.append(
                 Problem(
@@ -446,22 +447,11 @@ def _check_index(
 def _check_time_index(
     path: Path, base: int, starts: dict[int, int], end: int, report: Report
 ) -> None:
-    report.files_checked += 1
-    data = _read(path)
     where = str(path)
-    if len(data) % _TIME_ENTRY.size:
-        report.problems.append(
-            Problem(
-                where,
-                len(data) - len(data) % _TIME_ENTRY.size,
-                f"length {len(data)} is not a multiple of {_TIME_ENTRY.size}",
-            )
-        )
-    usable = len(data) - len(data) % _TIME_ENTRY.size
     batch_offsets = set(starts.values())
     prev: tuple[int, int] | None = None
-    for n, (ts, rel) in enumerate(_TIME_ENTRY.iter_unpack(data[:usable])):
-        at = n * _TIME_ENTRY.size
+    for n, (ts, rel) in enumerate(_whole_entries(path, TIME_INDEX_ENTRY, report)):
+        at = n * TIME_INDEX_ENTRY.size
         if prev is not None and (ts <= prev[0] or rel < prev[1]):
             report.problems.append(
                 Problem(

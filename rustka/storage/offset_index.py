@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import sys
 import threading
 import time
@@ -34,6 +35,7 @@ from pathlib import Path
 from rustka.errors import StorageError
 
 __all__ = [
+    "INDEX_ENTRY",
     "INDEX_ENTRY_SIZE",
     "SYNC_STATS",
     "IndexFile",
@@ -43,6 +45,8 @@ __all__ = [
 ]
 
 INDEX_ENTRY_SIZE = 8
+#: One entry on disk: offset relative to the segment's base, byte position (Kafka's layout).
+INDEX_ENTRY = struct.Struct(">II")
 # Entries read back from the log by ``sanity_check``: all of them would cost one
 # pread each (262k for a 1 GiB segment), so opening checks a spread and reads
 # check the entry they use.

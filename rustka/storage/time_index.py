@@ -24,10 +24,11 @@ from pathlib import Path
 
 from rustka.storage.offset_index import IndexFile, strictly_increasing
 
-__all__ = ["TIME_INDEX_ENTRY_SIZE", "TimeIndex"]
+__all__ = ["TIME_INDEX_ENTRY", "TIME_INDEX_ENTRY_SIZE", "TimeIndex"]
 
 TIME_INDEX_ENTRY_SIZE = 12
-_ENTRY = struct.Struct(">qI")
+#: One entry on disk: max timestamp, offset relative to the segment's base (Kafka's layout).
+TIME_INDEX_ENTRY = struct.Struct(">qI")
 
 
 class TimeIndex(IndexFile):
@@ -44,7 +45,7 @@ class TimeIndex(IndexFile):
 
     @staticmethod
     def encode(timestamps: Sequence[int], rels: Sequence[int]) -> bytes:
-        pack = _ENTRY.pack
+        pack = TIME_INDEX_ENTRY.pack
         return b"".join(pack(ts, rel) for ts, rel in zip(timestamps, rels, strict=True))
 
     @staticmethod
@@ -52,7 +53,7 @@ class TimeIndex(IndexFile):
         """Timestamps and relative offsets; ``data`` must be whole entries."""
         stamps: array[int] = array("q")
         rels: array[int] = array("I")
-        for ts, rel in _ENTRY.iter_unpack(data):
+        for ts, rel in TIME_INDEX_ENTRY.iter_unpack(data):
             stamps.append(ts)
             rels.append(rel)
         return stamps, rels
