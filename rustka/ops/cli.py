@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import stat
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -26,6 +27,8 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 DEFAULT_BROKER = "127.0.0.1:9092"
+# Where every client command connects when --broker is not given, before the default.
+BROKER_ENV = "RUSTKA_BROKER"
 
 
 def _text(data: bytes | None) -> str:
@@ -316,11 +319,24 @@ async def cmd_consume(args: argparse.Namespace, out: TextIO) -> int:
             progress.total = consumer.high_watermark - start
         progress.update(consumer.delivered + len(records), (records[-1].offset or 0) + 1 - start)
 
+    from twisted.internet import reactor
+
+    # Ctrl-C or SIGTERM: stop after the batch in hand and commit what was printed, so
+    # the next run resumes after it and no error is reported for the closed connection.
+    stopped_by_shutdown: list[bool] = []
+
+    def stop() -> Any:
+        stopped_by_shutdown.append(True)
+        return consumer.stop()
+
+    trigger = reactor.addSystemEventTrigger("before", "shutdown", stop)
     try:
         await consumer.start(deliver)
     except OffsetOutOfRange as e:
         raise CommandError(str(e)) from e
     finally:
+        if not stopped_by_shutdown:  # a fired trigger is already gone
+            reactor.removeSystemEventTrigger(trigger)
         progress.finish()
         if sink is not out:
             sink.close()
@@ -612,8 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sp.add_argument(
             "--broker",
-            default=DEFAULT_BROKER,
-            help="HOST:PORT or a Twisted client endpoint string (default %(default)s)",
+            default=os.environ.get(BROKER_ENV) or DEFAULT_BROKER,
+            help=f"HOST:PORT or a Twisted client endpoint string (default ${BROKER_ENV}, "
+            f"else {DEFAULT_BROKER})",
         )
         sp.add_argument(
             "--timeout",
