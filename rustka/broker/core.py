@@ -20,8 +20,9 @@ they fire only after the fsync):
 
 - ``append(topic, partition, batches, *, auto_create) -> AppendResult``:
   client-built RecordBatch v2 bytes, validated whole before anything is stored
-  (`validate_batches`; each batch at most ``max_batch_bytes``, else
-  `RecordTooLarge`). Base offsets are rewritten, nothing else. The topic is
+  (`accept_batches`; each batch at most ``max_batch_bytes``, else
+  `RecordTooLarge`). Base offsets are rewritten, and so is a maxTimestamp that
+  is not the records' largest (with the CRC), as Kafka does. The topic is
   auto-created when ``auto_create`` and the config's ``auto_create_topics``
   both allow it.
 - ``append_records(records, tokens, reply, context)``: single ``(topic, key,

@@ -32,16 +32,16 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rustka.broker.lanes import Lane
-from rustka.errors import RecordTooLarge, RustkaError, UnknownTopic
+from rustka.errors import RustkaError, UnknownTopic
 from rustka.names import validate_topic
 from rustka.storage.partition_log import AppendInfo, PartitionLog
 from rustka.storage.record_batch import (
     BatchHeader,
     Record,
+    accept_batches,
     encode_batch,
     ms_now,
     parse_header,
-    validate_batches,
 )
 
 if TYPE_CHECKING:
@@ -276,7 +276,9 @@ def _write_batches(
 
     An item carries its validated batch headers (built by the broker, as for the
     seed Produce) or the batch size limit, meaning a client's bytes still to be
-    validated here. Refused payloads answer with their error and are left out.
+    accepted here (`accept_batches`: validated, and a wrong maxTimestamp
+    rewritten as Kafka does, so what is stored is what the headers say).
+    Refused payloads answer with their error and are left out.
     """
     payloads: list[bytes] = []
     headers: list[list[tuple[int, BatchHeader]]] = []
@@ -284,7 +286,7 @@ def _write_batches(
     for index, (payload, checked) in enumerate(items):
         if isinstance(checked, int):
             try:
-                checked = _validated(payload, checked)
+                payload, checked = accept_batches(payload, max_batch_bytes=checked)
             except RustkaError as e:
                 refused[index] = AppendInfo(-1, -1, error=e)
                 continue
@@ -294,18 +296,6 @@ def _write_batches(
         return plog.append_many(payloads, headers)
     stored = iter(plog.append_many(payloads, headers) if payloads else [])
     return [refused[i] if i in refused else next(stored) for i in range(len(items))]
-
-
-def _validated(payload: bytes, limit: int) -> list[tuple[int, BatchHeader]]:
-    """Every record of every batch checked (docs/kafka.md, "Produce"), sizes within limit."""
-    validated = validate_batches(payload)
-    for pos, header in validated:
-        if header.size > limit:
-            raise RecordTooLarge(
-                f"the batch at position {pos} is {header.size} bytes, "
-                f"above the broker's limit of {limit} bytes"
-            )
-    return validated
 
 
 def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) -> None:

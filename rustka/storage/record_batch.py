@@ -43,7 +43,7 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin
 
 from crc32c import crc32c
 
-from rustka.errors import CorruptBatch, InvalidBatch
+from rustka.errors import CorruptBatch, InvalidBatch, RecordTooLarge
 from rustka.storage.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     codec_name,
@@ -58,7 +58,9 @@ __all__ = [
     "MAGIC",
     "BatchHeader",
     "CorruptMessage",
+    "InvalidTimestamp",
     "Record",
+    "accept_batches",
     "compress_batch",
     "crc_ok",
     "decode_records",
@@ -99,6 +101,8 @@ _COMPRESSION_MASK = 0x07
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
+_MAX_TS = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 # The CRC-covered part of the header (attributes .. recordCount), and the prefix
 # before it, packed separately because the CRC is known only once the covered bytes are.
 _COVERED_HEADER = struct.Struct(">hiqqqhii")
@@ -532,9 +536,9 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 
 # --------------------------------------------------------------------------- validation
 
-# Attribute bits a client may not set (docs/kafka.md, "Produce validation"):
-# transactions are not offered, control batches and the delete horizon are written
-# only by a broker, and the log-append-time type is the broker's to stamp.
+# Attribute bits a client may not set (docs/kafka.md, "Produce validation, rule by
+# rule"): transactions are not offered, control batches and the delete horizon are
+# written only by a broker, and the log-append-time type is the broker's to stamp.
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
@@ -542,6 +546,10 @@ _DELETE_HORIZON_BIT = 0x40
 _MAX_CODEC = 4
 _UINT32_LIMIT = 1 << 32
 _UINT64_LIMIT = 1 << 64
+# Kafka's "no timestamp". A batch's maxTimestamp is never below it: Kafka's validator
+# starts its running maximum there, so records without a timestamp leave it at -1.
+_NO_TIMESTAMP = -1
+_MAX_TIMESTAMP_POS = 35
 # A record needs attributes, timestampDelta, offsetDelta, key and value lengths and a
 # header count: six bytes at least.
 _MIN_RECORD_BODY = 6
@@ -550,7 +558,7 @@ _MIN_RUN = 4
 
 
 class CorruptMessage(InvalidBatch):
-    """A client batch whose CRC-32C does not match its bytes.
+    """A client batch whose CRC-32C does not match its bytes, or too short to be a batch.
 
     Distinct from other malformed input because Kafka answers it with
     CORRUPT_MESSAGE rather than INVALID_RECORD (docs/kafka.md, error mapping). It
@@ -560,6 +568,10 @@ class CorruptMessage(InvalidBatch):
     """
 
 
+class InvalidTimestamp(InvalidBatch):
+    """A client batch typed LogAppendTime: Kafka's INVALID_TIMESTAMP, not INVALID_RECORD."""
+
+
 class _Bad(Exception):
     """A malformed record field; the caller adds which batch and record it was."""
 
@@ -567,31 +579,81 @@ class _Bad(Exception):
 def validate_batches(
     buf: Buffer, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> list[tuple[int, BatchHeader]]:
-    """Vet a client-supplied produce payload record by record before any of it is stored.
+    """Vet batches that are to be stored exactly as given, record by record.
 
     All-or-nothing: one bad batch rejects the whole payload so that a partial
     write can never happen, and nothing stored can later fail to decode for a
     reader. Checks, in the order Kafka's log validator applies them: magic 2,
-    length against the payload, CRC-32C (CorruptMessage), attributes, record
-    count = lastOffsetDelta + 1 >= 1, producer sequence, then every record: its
-    length varint matches its bytes, offset deltas are exactly 0..n-1, key,
-    value and header lengths are -1 (where null is allowed) or fit, no varint is
-    overlong, header keys are non-null UTF-8, timestamps fit in int64, and the
-    records end exactly at the batch end. For CreateTime batches maxTimestamp
-    must equal the largest record timestamp, since the time index and retention
-    trust it and the batch is stored as sent (Kafka rewrites it instead; see
-    docs/kafka.md). Compressed batches are decompressed, within
+    length against the payload, CRC-32C (CorruptMessage, as is a batch too
+    short for its header), attributes, record count = lastOffsetDelta + 1 >= 1,
+    producer sequence, then every record: its length varint matches its bytes,
+    offset deltas are exactly 0..n-1, key, value and header lengths are -1
+    (where null is allowed) or fit, no varint is overlong, header keys are
+    non-null UTF-8, timestamps fit in int64, and the records end exactly at the
+    batch end. Compressed batches are decompressed, within
     ``max_decompressed_bytes``, to be checked, and stored compressed.
+
+    maxTimestamp must be what Kafka's validator computes, the largest record
+    timestamp and at least -1, because the time index and retention trust it.
+    Client batches whose header says otherwise go through `accept_batches`,
+    which rewrites it as Kafka does; this strict form is for bytes that are
+    stored as they are.
 
     Runs of records with the same layout are checked with strided slices, which
     keeps a batch of many similar records close to C speed; any record that
     breaks the layout is parsed one field at a time. InvalidBatch names the
     batch, the record and the byte position.
     """
-    total = len(buf)
+    data = buf if type(buf) is bytes else bytes(buf)
+    return _validate(data, max_decompressed_bytes, None, None)
+
+
+def accept_batches(
+    buf: Buffer,
+    *,
+    max_batch_bytes: int | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    """A client's produce payload as the broker stores it: checked, maxTimestamp made true.
+
+    Every check of `validate_batches`, plus each batch's size against
+    ``max_batch_bytes`` (RecordTooLarge, before its CRC is looked at, as Kafka
+    orders it). Where a batch's maxTimestamp is not its records' largest
+    timestamp (at least -1), it is rewritten and the CRC recomputed, which is
+    what Kafka's log validator does for a CreateTime batch: Go clients send -1
+    there, and librdkafka sends 0 for records it gives no timestamp (-1).
+    Returns the bytes to store (``buf`` itself unless a header changed) and the
+    headers of those bytes.
+    """
+    data = buf if type(buf) is bytes else bytes(buf)
+    stamps: list[tuple[int, int]] = []
+    validated = _validate(data, max_decompressed_bytes, max_batch_bytes, stamps)
+    if not stamps:
+        return data, validated
+    out = bytearray(data)
+    for index, max_timestamp in stamps:
+        pos, header = validated[index]
+        _MAX_TS.pack_into(out, pos + _MAX_TIMESTAMP_POS, max_timestamp)
+        end = pos + header.size
+        _CRC.pack_into(out, pos + _CRC_POS, crc32c(memoryview(out)[pos + _ATTRIBUTES_POS : end]))
+        validated[index] = (pos, _new_tuple(BatchHeader, _HEADER.unpack_from(out, pos)))
+    return bytes(out), validated
+
+
+def _validate(
+    data: bytes,
+    max_decompressed_bytes: int,
+    max_batch_bytes: int | None,
+    stamps: list[tuple[int, int]] | None,
+) -> list[tuple[int, BatchHeader]]:
+    """The checks of `validate_batches`; a wrong maxTimestamp goes to ``stamps`` if given.
+
+    ``stamps`` collects (batch index, true maxTimestamp) for `accept_batches`;
+    without it a wrong maxTimestamp is InvalidBatch.
+    """
+    total = len(data)
     if total == 0:
         raise InvalidBatch("empty payload: at least one record batch is required")
-    data = buf if type(buf) is bytes else bytes(buf)
     result: list[tuple[int, BatchHeader]] = []
     pos = 0
     while pos < total:
@@ -606,15 +668,26 @@ def validate_batches(
                 f"{where}: payload of {total - pos} bytes is shorter than the "
                 f"{HEADER_SIZE}-byte batch header"
             )
-        try:
-            header = parse_header(data, pos)
-        except InvalidBatch as exc:
-            raise InvalidBatch(f"{where}: {_strip_position(exc)}") from None
+        fields = _HEADER.unpack_from(data, pos)
+        if fields[3] != MAGIC:
+            raise InvalidBatch(
+                f"{where}: magic byte is {fields[3]}, only magic {MAGIC} is supported"
+            )
+        if fields[1] < _MIN_BATCH_LENGTH:
+            raise CorruptMessage(
+                f"{where}: batch length {fields[1]} is below the minimum {_MIN_BATCH_LENGTH}"
+            )
+        header: BatchHeader = _new_tuple(BatchHeader, fields)
         end = pos + header.size
         if end > total:
             raise InvalidBatch(
                 f"{where}: batch length {header.batch_length} runs {end - total} bytes "
                 f"past the end of the payload"
+            )
+        if max_batch_bytes is not None and header.size > max_batch_bytes:
+            raise RecordTooLarge(
+                f"{where} is {header.size} bytes, above the broker's limit of "
+                f"{max_batch_bytes} bytes"
             )
         if crc32c(memoryview(data)[pos + _ATTRIBUTES_POS : end]) != header.crc:
             raise CorruptMessage(f"{where}: CRC-32C mismatch")
@@ -634,11 +707,16 @@ def validate_batches(
                 f"{where}: record timestamps {base_ts}{low:+d}..{base_ts}{high:+d} "
                 f"do not fit in int64"
             )
-        if header.max_timestamp != base_ts + high:
-            raise InvalidBatch(
-                f"{where}: maxTimestamp {header.max_timestamp} is not the largest record "
-                f"timestamp {base_ts + high}"
-            )
+        top = base_ts + high
+        if top < _NO_TIMESTAMP:
+            top = _NO_TIMESTAMP
+        if header.max_timestamp != top:
+            if stamps is None:
+                raise InvalidBatch(
+                    f"{where}: maxTimestamp {header.max_timestamp} is not the largest record "
+                    f"timestamp {top}"
+                )
+            stamps.append((index, top))
         result.append((pos, header))
         pos = end
     return result
@@ -654,7 +732,7 @@ def _check_header(header: BatchHeader, where: str) -> None:
     if attributes & _DELETE_HORIZON_BIT:
         raise InvalidBatch(f"{where}: the delete-horizon flag is set only by a broker")
     if attributes & _TIMESTAMP_TYPE_BIT:
-        raise InvalidBatch(
+        raise InvalidTimestamp(
             f"{where}: timestamp type LogAppendTime is set only by a broker; "
             f"clients send CreateTime"
         )
@@ -925,13 +1003,6 @@ def _run(
             return 0, 0, 0
         deltas.append((raw >> 1) ^ -(raw & 1))
     return n, min(deltas), max(deltas)
-
-
-def _strip_position(exc: InvalidBatch) -> str:
-    """Drop parse_header's own position prefix so validate_batches names it once."""
-    text = str(exc)
-    _, sep, rest = text.partition(": ")
-    return rest if sep else text
 
 
 def scan_batches(buf: Buffer, pos: int = 0) -> tuple[list[tuple[int, BatchHeader]], int]:

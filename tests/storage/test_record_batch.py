@@ -10,14 +10,17 @@ import time
 import pytest
 from crc32c import crc32c
 
-from rustka.errors import CorruptBatch, InvalidBatch
+from rustka.errors import CorruptBatch, InvalidBatch, RecordTooLarge
 from rustka.storage import record_batch
 from rustka.storage.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
     CorruptMessage,
+    InvalidTimestamp,
     Record,
+    accept_batches,
+    compress_batch,
     crc_ok,
     decode_records,
     decode_varint,
@@ -342,9 +345,10 @@ def test_validate_rejects_length_past_buffer() -> None:
 
 
 def test_validate_rejects_length_below_minimum() -> None:
-    """A batchLength too small to hold the header is rejected."""
+    """A batchLength too small to hold the header is CorruptMessage, Kafka's CORRUPT_MESSAGE
+    for a batch shorter than its own header."""
     batch = patch(three_record_batch(), 8, ">i", 10, fix_crc=False)
-    with pytest.raises(InvalidBatch, match="below the minimum 49"):
+    with pytest.raises(CorruptMessage, match=r"batch 0 at position 0: .*below the minimum 49"):
         validate_batches(batch)
 
 
@@ -399,20 +403,25 @@ def test_validate_rejects_garbage_behind_a_compression_bit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("attributes", "message"),
+    ("attributes", "message", "error"),
     [
-        (0x10, "transactional batches are not supported"),
-        (0x20, "may not write control batches"),
-        (0x40, "delete-horizon"),
-        (0x08, "LogAppendTime"),
-        (0x05, "unknown compression codec 5"),
+        (0x10, "transactional batches are not supported", InvalidBatch),
+        (0x20, "may not write control batches", InvalidBatch),
+        (0x40, "delete-horizon", InvalidBatch),
+        (0x08, "LogAppendTime", InvalidTimestamp),
+        (0x05, "unknown compression codec 5", InvalidBatch),
     ],
 )
-def test_validate_rejects_broker_only_attributes(attributes: int, message: str) -> None:
-    """Transactions, control batches and broker-only flags are refused with a clear error."""
+def test_validate_rejects_broker_only_attributes(
+    attributes: int, message: str, error: type[InvalidBatch]
+) -> None:
+    """Transactions, control batches and broker-only flags are refused with a clear error;
+    LogAppendTime as InvalidTimestamp (Kafka's INVALID_TIMESTAMP)."""
     batch = patch(three_record_batch(), 21, ">h", attributes)
-    with pytest.raises(InvalidBatch, match=message):
-        validate_batches(batch)
+    for check in (validate_batches, accept_batches):
+        with pytest.raises(error, match=message) as info:
+            check(batch)
+        assert type(info.value) is error
 
 
 def test_parse_header_rejections() -> None:
@@ -754,6 +763,77 @@ def test_validate_checks_max_timestamp_and_int64_range() -> None:
     near_max = patch(near_max, 35, ">q", (1 << 63) - 1)
     with pytest.raises(InvalidBatch, match="do not fit in int64"):
         validate_batches(near_max)
+
+
+# --------------------------------------------------------------------------- accept_batches
+
+
+def test_accept_batches_returns_a_correct_payload_unchanged() -> None:
+    """The fast path: nothing to rewrite, the very bytes given come back with their headers."""
+    payload = three_record_batch() + encode_batch([Record(b"x", b"y")], timestamp=TS)
+    stored, headers = accept_batches(payload)
+    assert stored is payload
+    assert headers == validate_batches(payload)
+
+
+@pytest.mark.parametrize("claimed", [-1, 0, TS, TS + 100])
+def test_accept_batches_rewrites_a_wrong_max_timestamp_and_its_crc(claimed: int) -> None:
+    """maxTimestamp -1 (Go clients) or any other wrong value becomes the records' largest
+    timestamp, as Kafka's log validator writes it; the CRC is recomputed, so the stored
+    batch passes the strict validator and decodes, and the header returned is the stored
+    one. A correct batch beside it is not touched."""
+    good = encode_batch([Record(b"a", b"1")], timestamp=TS - 50)
+    lying = patch(three_record_batch(), 35, ">q", claimed)
+    with pytest.raises(InvalidBatch, match=f"maxTimestamp {claimed} is not the largest"):
+        validate_batches(good + lying)
+    stored, headers = accept_batches(good + lying)
+    assert len(stored) == len(good + lying)
+    assert stored[: len(good)] == good
+    assert headers == validate_batches(stored)
+    assert [h.max_timestamp for _, h in headers] == [TS - 50, TS + 9]
+    pos, header = headers[1]
+    assert header == parse_header(stored, pos)
+    assert crc_ok(stored, pos, header)
+    assert stored[len(good) :] == patch(lying, 35, ">q", TS + 9)
+    assert [r.timestamp for r in decode_records(stored, pos)] == [TS, TS + 5, TS + 9]
+
+
+def test_accept_batches_takes_records_without_timestamps() -> None:
+    """Records whose timestamp is -1 (librdkafka's C++ API for "none", sent with a
+    maxTimestamp of 0) are accepted and the batch stored with maxTimestamp -1, the floor
+    Kafka's running maximum starts from; so are timestamps below -1."""
+    for ts, claimed in ((-1, 0), (-1, -1), (-7, -7)):
+        batch = encode_batch([Record(b"k", b"v", timestamp=ts)] * 3)
+        batch = patch(batch, 35, ">q", claimed)
+        stored, [(_, header)] = accept_batches(batch)
+        assert header.max_timestamp == -1
+        assert validate_batches(stored)[0][1] == header
+        assert [r.timestamp for r in decode_records(stored)] == [ts] * 3
+
+
+def test_accept_batches_rewrites_compressed_batches_and_keeps_the_codec() -> None:
+    """A compressed batch's maxTimestamp comes from its decompressed records; the records
+    stay compressed, byte for byte."""
+    batch = compress_batch(three_record_batch(), "gzip")
+    lying = patch(batch, 35, ">q", -1)
+    stored, [(_, header)] = accept_batches(lying)
+    assert header.max_timestamp == TS + 9
+    assert header.attributes & 0x07 == 1
+    assert stored[HEADER_SIZE:] == batch[HEADER_SIZE:]
+    assert stored == batch
+
+
+def test_accept_batches_checks_the_size_limit_before_the_crc() -> None:
+    """A batch over ``max_batch_bytes`` is RecordTooLarge even when its CRC is wrong too,
+    as Kafka checks max.message.bytes first; at the limit it is accepted."""
+    batch = three_record_batch()
+    damaged = bytearray(batch)
+    damaged[-1] ^= 0x01
+    with pytest.raises(RecordTooLarge, match=f"is {len(batch)} bytes, above the broker's"):
+        accept_batches(bytes(damaged), max_batch_bytes=len(batch) - 1)
+    with pytest.raises(CorruptMessage):
+        accept_batches(bytes(damaged), max_batch_bytes=len(batch))
+    assert accept_batches(batch, max_batch_bytes=len(batch))[0] is batch
 
 
 def test_validate_rejects_producer_id_without_sequence() -> None:
