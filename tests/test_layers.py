@@ -10,6 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "rustka"
 TOP_LEVEL = {
     "config",
+    "settings",
     "errors",
     "names",
     "partitioner",
