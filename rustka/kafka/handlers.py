@@ -14,6 +14,7 @@ thing they call, so both front-ends see the same topics, offsets and groups.
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from twisted.python.failure import Failure
 from rustka import errors
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.schema import RequestHeader
-from rustka.storage.record_batch import CorruptMessage
+from rustka.storage.record_batch import CorruptMessage, InvalidTimestamp
 
 if TYPE_CHECKING:
     from rustka.kafka.server import KafkaFactory, KafkaProtocol
@@ -89,6 +90,7 @@ def _error_map() -> list[tuple[type[BaseException], int]]:
         (errors.RecordTooLarge, E.MESSAGE_TOO_LARGE),
         (errors.OutOfOrderSequence, E.OUT_OF_ORDER_SEQUENCE_NUMBER),
         (errors.ProducerFenced, E.INVALID_PRODUCER_EPOCH),
+        (InvalidTimestamp, E.INVALID_TIMESTAMP),
         (errors.InvalidBatch, E.INVALID_RECORD),
         (errors.TopicExists, E.TOPIC_ALREADY_EXISTS),
         (errors.InvalidPartitionCount, E.INVALID_PARTITIONS),
@@ -218,42 +220,70 @@ def _valid_topic_name(name: str) -> bool:
 
 # -- Produce (0) -----------------------------------------------------------------
 
+# The request-level checks Kafka makes before the log validator sees a partition's
+# records (docs/kafka.md, "Produce validation, rule by rule"). Offsets into the
+# first batch's header: batchLength, magic, and the low byte of the attributes.
+_BATCH_LENGTH = struct.Struct(">i")
+_BATCH_LENGTH_AT = 8
+_MAGIC_AT = 16
+_ATTRIBUTES_LOW_AT = 22
+_BATCH_MAGIC = 2
+_LOG_OVERHEAD = 12
+_MIN_BATCH_LENGTH = 49
+_CODEC_MASK = 0x07
+_ZSTD = 4
+_TRANSACTIONAL_BIT = 0x10
+# Produce v7 is the first that may carry zstd (KIP-110).
+_FIRST_ZSTD_PRODUCE = 7
+
 
 @handler(0)
 def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None] | None:
     broker = ctx.broker
     acks = body["acks"]
-    transactional = body.get("transactional_id") is not None
+    topic_data = body["topic_data"]
+    if any(
+        _transactional(part["records"]) for topic in topic_data for part in topic["partition_data"]
+    ):
+        # Kafka refuses the whole request when a transactional producer is not
+        # authorized; with no transactions here, none ever is.
+        refused = [
+            {
+                "name": topic["name"],
+                "partition_responses": [
+                    _produce_error(
+                        part["index"],
+                        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "transactions are not supported by rustka",
+                    )
+                    for part in topic["partition_data"]
+                ],
+            }
+            for topic in topic_data
+        ]
+        return _produce_answer(ctx, acks, refused)
     jobs: list[defer.Deferred[Body]] = []
     topics_out: list[Body] = []
-    for topic in body["topic_data"]:
+    for topic in topic_data:
         name = topic["name"]
         parts_out: list[Body] = []
         topics_out.append({"name": name, "partition_responses": parts_out})
         for part in topic["partition_data"]:
             index = part["index"]
             records = part["records"]
+            refusal = _records_refusal(version, records)
+            if refusal is not None:
+                parts_out.append(_produce_error(index, *refusal))
+                continue
             if acks not in (0, 1, -1):
                 parts_out.append(_produce_error(index, E.INVALID_REQUIRED_ACKS, "acks"))
-                continue
-            if transactional:
-                parts_out.append(
-                    _produce_error(
-                        index,
-                        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "transactions are not supported by rustka",
-                    )
-                )
-                continue
-            if records is None or len(records) == 0:
-                parts_out.append(_produce_error(index, E.INVALID_RECORD, "no records"))
                 continue
             d = broker.append(name, index, records, auto_create=True)
             d.addCallbacks(_produced, _produce_failed, callbackArgs=(index,), errbackArgs=(index,))
             jobs.append(d)
             parts_out.append({"index": index})  # replaced when the append finishes
     if not jobs:
-        return None if acks == 0 else defer.succeed(_produce_body(topics_out))
+        return _produce_answer(ctx, acks, topics_out)
 
     # Each partition's result is written back into its place in topics_out.
     places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
@@ -262,9 +292,78 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
         for place, result in zip(places, results, strict=True):
             place.clear()
             place.update(result)
-        return None if acks == 0 else _produce_body(topics_out)
+        return _answer_body(ctx, acks, topics_out)
 
     return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
+
+
+def _transactional(records: Any) -> bool:
+    """Kafka's test: the first batch of a partition's records is a transactional v2 batch."""
+    return (
+        records is not None
+        and len(records) > _ATTRIBUTES_LOW_AT
+        and records[_MAGIC_AT] == _BATCH_MAGIC
+        and bool(records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL_BIT)
+    )
+
+
+def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
+    """What Kafka's ProduceRequest.validateRecords refuses, as (error code, message).
+
+    Only the first batch's header is read; every record is checked later, on the
+    I/O pool, by the log validator (`accept_batches`).
+    """
+    if records is None or len(records) == 0:
+        return E.INVALID_RECORD, "Produce v3+ needs one record batch per partition"
+    size = len(records)
+    if size > _MAGIC_AT and records[_MAGIC_AT] != _BATCH_MAGIC:
+        return E.INVALID_RECORD, f"magic {records[_MAGIC_AT]}: Produce v3+ carries only magic 2"
+    if (
+        version < _FIRST_ZSTD_PRODUCE
+        and size > _ATTRIBUTES_LOW_AT
+        and records[_ATTRIBUTES_LOW_AT] & _CODEC_MASK == _ZSTD
+    ):
+        return (
+            E.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce v{version} may not carry zstd; v{_FIRST_ZSTD_PRODUCE}+ may",
+        )
+    if size >= _LOG_OVERHEAD:
+        (length,) = _BATCH_LENGTH.unpack_from(records, _BATCH_LENGTH_AT)
+        # A length too short for a batch header is the validator's CORRUPT_MESSAGE.
+        if length >= _MIN_BATCH_LENGTH and size > length + _LOG_OVERHEAD:
+            return (
+                E.INVALID_RECORD,
+                f"Produce v3+ carries exactly one record batch per partition; "
+                f"{size - length - _LOG_OVERHEAD} bytes follow the first batch",
+            )
+    return None
+
+
+def _produce_answer(
+    ctx: RequestContext, acks: int, topics: list[Body]
+) -> defer.Deferred[Body | None] | None:
+    answer = _answer_body(ctx, acks, topics)
+    return None if answer is None else defer.succeed(answer)
+
+
+def _answer_body(ctx: RequestContext, acks: int, topics: list[Body]) -> Body | None:
+    """The response, or None for acks=0, whose failures close the connection instead.
+
+    Kafka hangs up on an acks=0 producer whose request failed anywhere: it gets
+    no answer to read the error from, and reconnecting makes it refresh its
+    metadata.
+    """
+    if acks != 0:
+        return _produce_body(topics)
+    failed = [
+        f"{t['name']}[{p['index']}] error {p['error_code']}"
+        for t in topics
+        for p in t["partition_responses"]
+        if p.get("error_code")
+    ]
+    if failed:
+        ctx.connection.close_after_answers("acks=0 Produce failed: " + ", ".join(failed[:3]))
+    return None
 
 
 def _produce_body(topics: list[Body]) -> Body:

@@ -652,6 +652,7 @@ def _api(
     response: Struct,
     *,
     response_header_v0_always: bool = False,
+    advertised_min_version: int | None = None,
 ) -> tuple[int, ApiSpec]:
     spec = ApiSpec(
         key=int(key),
@@ -662,13 +663,23 @@ def _api(
         request=request,
         response=response,
         response_header_v0_always=response_header_v0_always,
+        advertised_min_version=advertised_min_version,
     )
     return spec.key, spec
 
 
 APIS: Final[dict[int, ApiSpec]] = dict(
     [
-        _api(ApiKey.PRODUCE, "Produce", (3, 8), 9, PRODUCE_REQUEST, PRODUCE_RESPONSE),
+        # Accepted from v3 (RecordBatch v2 only), listed from v0: see ApiSpec.
+        _api(
+            ApiKey.PRODUCE,
+            "Produce",
+            (3, 8),
+            9,
+            PRODUCE_REQUEST,
+            PRODUCE_RESPONSE,
+            advertised_min_version=0,
+        ),
         _api(ApiKey.FETCH, "Fetch", (4, 11), 12, FETCH_REQUEST, FETCH_RESPONSE),
         _api(
             ApiKey.LIST_OFFSETS,
@@ -838,7 +849,7 @@ def decode_response(
 def api_versions_table() -> list[dict[str, int]]:
     """The ApiVersions `api_keys` array advertising every declared API, sorted by key."""
     return [
-        {"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
+        {"api_key": s.key, "min_version": s.advertised_min, "max_version": s.max_version}
         for s in sorted(APIS.values(), key=lambda s: s.key)
     ]
 

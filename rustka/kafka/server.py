@@ -306,6 +306,15 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self.discard_buffer()
         self._close_after_answers()
 
+    def close_after_answers(self, why: str) -> None:
+        """Hang up once the requests in flight are answered, reading nothing more.
+
+        For a handler whose client cannot be told of an error otherwise (a
+        failed acks=0 Produce, docs/kafka.md).
+        """
+        self.log.info("closing Kafka connection from {peer}: {why}", peer=self.peer, why=why)
+        self._close_after_answers()
+
     def _close_after_answers(self) -> None:
         self._closing = True
         self.transport.pauseProducing()
@@ -415,9 +424,10 @@ class KafkaFactory(Factory):
         return stats
 
     def advertised_versions(self) -> list[tuple[int, int, int]]:
-        """(key, min, max) of every API this front-end implements: never more (docs/kafka.md)."""
+        """(key, min, max) of every API this front-end implements: never more, except
+        Produce's v0-2, listed as Kafka lists them (docs/kafka.md)."""
         return [
-            (key, messages.APIS[key].min_version, messages.APIS[key].max_version)
+            (key, messages.APIS[key].advertised_min, messages.APIS[key].max_version)
             for key in sorted(self.handlers)
             if key in messages.APIS
         ]

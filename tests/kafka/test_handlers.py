@@ -11,7 +11,15 @@ import pytest_twisted
 from twisted.internet import defer
 
 from rustka.kafka.client import KafkaClientProtocol, connect_kafka
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.storage.inspect import dump_path
+from rustka.storage.record_batch import (
+    Record,
+    compress_batch,
+    crc_ok,
+    decode_records,
+    encode_batch,
+    scan_batches,
+)
 from tests.conftest import RunningBroker, within
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PID = 0, 1, 2, 3, 22
@@ -200,5 +208,213 @@ async def test_fetch_serves_stored_batches_with_bounds_and_out_of_range(
         assert len(bytes(tiny["records"])) == len(batches[1])
         past = await fetch(4)
         assert past["error_code"] == 1  # OFFSET_OUT_OF_RANGE
+    finally:
+        await k.close()
+
+
+# -- Produce validation, rule by rule (docs/kafka.md) -------------------------------
+
+TS = 1_700_000_000_000
+
+
+def resealed(batch: bytes, at: int, fmt: str, value: int) -> bytes:
+    """One header field changed and the CRC made right again, as a client would send it."""
+    out = bytearray(batch)
+    struct.pack_into(fmt, out, at, value)
+    struct.pack_into("!I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def go_style() -> bytes:
+    """Three records TS, TS+5, TS+9 under a maxTimestamp of -1, as the Go client sends."""
+    records = [Record(key, b"v", timestamp=TS + delta) for key, delta in ((b"a", 0), (b"b", 5))]
+    batch = encode_batch([*records, Record(b"c", b"v", timestamp=TS + 9)])
+    return resealed(batch, 35, "!q", -1)
+
+
+async def fetch_partition(k: KafkaClientProtocol, topic: str, partition: int) -> dict[str, Any]:
+    answer = await k.request(
+        FETCH,
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": partition, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+        },
+    )
+    return answer["responses"][0]["partitions"][0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_wrong_max_timestamp_is_rewritten_where_consumers_and_the_indexes_see_it(
+    broker_factory: Any,
+) -> None:
+    """A Go client's maxTimestamp of -1 is stored as the records' largest timestamp, as
+    Kafka's log validator writes it: on disk (rustka dump), in what Fetch serves (with a
+    valid CRC), in the segment's max timestamp that retention reads, in the time index
+    and so in ListOffsets by time."""
+    # Old timestamps must not make the segment roll by age: both batches share one segment.
+    running = await broker_factory(index_interval_bytes=1, segment_ms=None)
+    k = await kafka(running)
+    try:
+        later = encode_batch([Record(b"d", b"4")], timestamp=TS - 100)
+        assert results(await k.request(PRODUCE, produce_body({("go", 0): go_style()}))) == {
+            ("go", 0): (0, 0)
+        }
+        assert results(await k.request(PRODUCE, produce_body({("go", 0): later}))) == {
+            ("go", 0): (0, 3)
+        }
+        served = bytes((await fetch_partition(k, "go", 0))["records"])
+        [(pos, header), _] = scan_batches(served)[0]
+        assert header.max_timestamp == TS + 9
+        assert crc_ok(served, pos, header)
+        assert [r.timestamp for r in decode_records(served)] == [TS, TS + 5, TS + 9]
+        plog = running.broker.partition("go", 0)
+        [segment] = plog.segments
+        assert segment.max_timestamp == TS + 9
+        assert (TS + 9, 0) in segment.time_index_snapshot()
+        dumped = dump_path(segment.log_path)
+        assert [b["max_timestamp"] for b in dumped["batches"]] == [TS + 9, TS - 100]
+        assert all(b["crc_ok"] for b in dumped["batches"]) and not dumped["problems"]
+        answer = await k.request(
+            LIST_OFFSETS,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {"name": "go", "partitions": [{"partition_index": 0, "timestamp": TS + 6}]}
+                ],
+            },
+        )
+        found = answer["topics"][0]["partitions"][0]
+        assert (found["offset"], found["timestamp"]) == (2, TS + 9)  # the record at TS + 9
+    finally:
+        await k.close()
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_produce_v3_plus_takes_exactly_one_batch_per_partition(
+    broker: RunningBroker,
+) -> None:
+    """Two batches, or a batch and trailing bytes, in one partition are INVALID_RECORD and
+    store nothing; the request's other partitions go on."""
+    c = await broker.client()
+    await c.create_topic("one", 3)
+    await c.close()
+    k = await kafka(broker)
+    try:
+        a = encode_batch([Record(b"k", b"a")])
+        b = encode_batch([Record(b"k", b"b")])
+        got = results(
+            await k.request(
+                PRODUCE,
+                produce_body({("one", 0): a + b, ("one", 1): a + b"\x00" * 5, ("one", 2): a}),
+            )
+        )
+        assert got == {("one", 0): (87, -1), ("one", 1): (87, -1), ("one", 2): (0, 0)}
+        assert [await end_offset(k, "one", p) for p in range(3)] == [0, 0, 1]
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_record_errors_come_before_bad_acks(broker: RunningBroker) -> None:
+    """As in Kafka, a partition whose records fail the request checks says so; only the
+    others get INVALID_REQUIRED_ACKS."""
+    k = await kafka(broker)
+    try:
+        a = encode_batch([Record(b"k", b"a")])
+        got = results(
+            await k.request(PRODUCE, produce_body({("acks", 0): a + a, ("acks", 1): a}, acks=2))
+        )
+        assert got == {("acks", 0): (87, -1), ("acks", 1): (21, -1)}
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_zstd_needs_produce_v7(broker: RunningBroker) -> None:
+    """zstd in Produce v3-6 is UNSUPPORTED_COMPRESSION_TYPE, as Kafka refuses it; v7 takes it."""
+    k = await kafka(broker)
+    try:
+        batch = compress_batch(encode_batch([Record(b"k", b"z" * 100)]), "zstd")
+        old = results(await k.request(PRODUCE, produce_body({("z", 0): batch}), version=6))
+        assert old == {("z", 0): (76, -1)}
+        new = results(await k.request(PRODUCE, produce_body({("z", 0): batch}), version=7))
+        assert new == {("z", 0): (0, 0)}
+        gzip = compress_batch(encode_batch([Record(b"k", b"g")]), "gzip")
+        assert results(await k.request(PRODUCE, produce_body({("z", 0): gzip}), version=3)) == {
+            ("z", 0): (0, 1)
+        }
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_transactional_batch_fails_the_whole_request(broker: RunningBroker) -> None:
+    """Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition of a request
+    carrying a transactional batch it cannot authorize (here: always). A transactional id
+    beside plain batches is no transaction, and Kafka stores them."""
+    c = await broker.client()
+    await c.create_topic("tx", 2)
+    await c.close()
+    k = await kafka(broker)
+    try:
+        plain = encode_batch([Record(b"k", b"v")])
+        transactional = resealed(idempotent(plain, 5, 0, 0), 21, "!h", 0x10)
+        got = results(
+            await k.request(PRODUCE, produce_body({("tx", 0): transactional, ("tx", 1): plain}))
+        )
+        assert got == {("tx", 0): (53, -1), ("tx", 1): (53, -1)}
+        assert [await end_offset(k, "tx", p) for p in range(2)] == [0, 0]
+        body = produce_body({("tx", 1): plain})
+        body["transactional_id"] = "not-really"
+        assert results(await k.request(PRODUCE, body)) == {("tx", 1): (0, 0)}
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_acks_zero_produce_that_fails_closes_the_connection(
+    broker: RunningBroker,
+) -> None:
+    """An acks=0 producer cannot read an error, so Kafka hangs up on it; a good acks=0
+    request leaves the connection open (test_acks_zero_gets_no_answer_but_later_requests_do)."""
+    k = await kafka(broker)
+    bad = bytearray(encode_batch([Record(b"k", b"v")]))
+    bad[-1] ^= 0xFF
+    k.send_only(PRODUCE, produce_body({("quiet", 0): bytes(bad)}, acks=0), k.version_for(PRODUCE))
+    await within(k.closed, 10)
+    k2 = await kafka(broker)
+    try:
+        assert await end_offset(k2, "quiet", 0) == 0
+    finally:
+        await k2.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_short_batches_are_corrupt_and_log_append_time_is_an_invalid_timestamp(
+    broker: RunningBroker,
+) -> None:
+    """A batchLength too small for a batch header is CORRUPT_MESSAGE and a client batch
+    typed LogAppendTime is INVALID_TIMESTAMP, the codes Kafka answers."""
+    k = await kafka(broker)
+    try:
+        good = encode_batch([Record(b"k", b"v")])
+        short = bytearray(good)
+        struct.pack_into("!i", short, 8, 20)
+        log_append = resealed(good, 21, "!h", 0x08)
+        got = results(
+            await k.request(PRODUCE, produce_body({("c", 0): bytes(short), ("c", 1): log_append}))
+        )
+        assert got == {("c", 0): (2, -1), ("c", 1): (32, -1)}
     finally:
         await k.close()

@@ -113,7 +113,21 @@ def test_only_api_versions_advertises_flexible_versions() -> None:
 def test_api_versions_table_is_sorted_and_complete() -> None:
     table = api_versions_table()
     assert [row["api_key"] for row in table] == sorted(EXPECTED_TABLE)
-    assert table[0] == {"api_key": 0, "min_version": 3, "max_version": 8}
+    assert table[0] == {"api_key": 0, "min_version": 0, "max_version": 8}
+
+
+def test_only_produce_is_listed_below_the_versions_it_accepts() -> None:
+    """Produce v0-2 are listed, as Kafka 4.0 lists them (librdkafka compresses only for a
+    broker listing Produce v0), but still not accepted; every other API lists what it
+    accepts."""
+    listed = {
+        row["api_key"]: (row["min_version"], row["max_version"]) for row in api_versions_table()
+    }
+    accepted = {k: (s.min_version, s.max_version) for k, s in APIS.items()}
+    assert {k for k in listed if listed[k] != accepted[k]} == {0}
+    assert listed[0] == (0, 8)
+    assert accepted[0] == (3, 8)
+    assert not APIS[0].supports(2) and APIS[0].supports(3)
 
 
 def test_error_codes_match_kafka() -> None:

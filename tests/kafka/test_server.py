@@ -26,7 +26,7 @@ from rustka.kafka.server import KafkaProtocol
 from rustka.native import codec as p
 from tests.conftest import RunningBroker, within
 
-FETCH, METADATA, API_VERSIONS = 1, 3, 18
+PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 
 
 class RawKafka(Int32StringReceiver):
@@ -281,6 +281,28 @@ async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
         answer = await within(bystander.request(METADATA, {"topics": []}))
         assert answer["brokers"][0]["port"] == broker.port
     await within(bystander.close())
+
+
+@pytest_twisted.ensureDeferred
+async def test_produce_v0_to_v2_are_listed_but_a_request_of_them_closes_the_connection(
+    broker: RunningBroker,
+) -> None:
+    """ApiVersions lists Produce from v0, as Kafka 4.0 does, since librdkafka up to 2.11
+    compresses only for a broker that lists Produce v0; a Produce v0-2 actually sent is
+    refused like any version rustka does not accept (RecordBatch v2 needs Produce v3+)."""
+    factory = broker.top.kafka_factory
+    c = await raw(broker.port)
+    c.transport.write(framed(messages.encode_request(API_VERSIONS, 0, 1, "t", {})))
+    [answer] = await c.expect(1)
+    _, body = messages.decode_response(API_VERSIONS, 0, answer)
+    table = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
+    assert table[PRODUCE] == (0, 8)
+    before = factory.bad_requests
+    # Produce v2's body: acks, timeout, an empty topic array (no transactional id before v3).
+    c.transport.write(framed(header_v1(PRODUCE, 2, 2) + struct.pack("!hii", 1, 1000, 0)))
+    await within(c.lost)
+    assert len(c.frames) == 1
+    assert factory.bad_requests == before + 1
 
 
 # -- the output budget of a client that never reads ---------------------------------
