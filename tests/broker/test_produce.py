@@ -1,0 +1,61 @@
+"""The shared produce path (rustka/broker/produce.py), through the native front-end.
+
+The Kafka front-end's own request checks are in tests/kafka/test_handlers.py; what
+both front-ends share is `accept_batches` on the I/O pool, so a native
+ProduceBatch gets the same rewrite of a wrong maxTimestamp that a Kafka Produce
+gets (docs/protocol.md, ProduceBatch), while keeping what the native protocol
+allows beyond Kafka: several batches in one request.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest_twisted
+from crc32c import crc32c
+
+from rustka.storage.record_batch import (
+    Record,
+    crc_ok,
+    encode_batch,
+    scan_batches,
+    validate_batches,
+)
+from tests.conftest import RunningBroker, within
+
+TS = 1_700_000_000_000
+
+
+def with_max_timestamp(batch: bytes, max_timestamp: int) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into("!q", out, 35, max_timestamp)
+    struct.pack_into("!I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+@pytest_twisted.ensureDeferred
+async def test_native_produce_batch_stores_the_true_max_timestamp(broker: RunningBroker) -> None:
+    """Two batches in one ProduceBatch, the second claiming maxTimestamp -1: both are
+    stored, the second with its records' largest timestamp and a valid CRC, and the
+    segment's max timestamp (retention's input) is that of the records."""
+    first = encode_batch([Record(b"a", b"1")], timestamp=TS - 10)
+    second = with_max_timestamp(
+        encode_batch([Record(b"b", b"2", timestamp=TS), Record(b"c", b"3", timestamp=TS + 7)]),
+        -1,
+    )
+    c = await broker.client()
+    try:
+        assert await within(c.produce_batch("native-ts", 0, first + second)) == (0, 2)
+        got = await within(c.fetch_batch("native-ts", 0, 0))
+        assert [r.timestamp for r in got.records] == [TS - 10, TS, TS + 7]
+    finally:
+        await within(c.close())
+    read = await within(broker.broker.read("native-ts", 0, 0, 1 << 20))
+    stored = b"".join(read.chunks)
+    batches, end = scan_batches(stored)
+    assert end == len(stored)
+    assert [h.max_timestamp for _, h in batches] == [TS - 10, TS + 7]
+    assert all(crc_ok(stored, pos, h) for pos, h in batches)
+    assert validate_batches(stored)
+    [segment] = broker.broker.partition("native-ts", 0).segments
+    assert segment.max_timestamp == TS + 7
