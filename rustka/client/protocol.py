@@ -53,6 +53,7 @@ __all__ = [
     "RustkaClientProtocol",
     "TopicMetadata",
     "Welcome",
+    "client_endpoint",
     "connect",
 ]
 
@@ -499,7 +500,8 @@ def _host_port(address: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _endpoint(reactor: Any, broker: str, timeout: float) -> IStreamClientEndpoint:
+def client_endpoint(reactor: Any, broker: str, timeout: float) -> IStreamClientEndpoint:
+    """The endpoint for ``broker`` as `connect` reads it; for clients of other protocols too."""
     text = broker.strip()
     if "=" in text or text.startswith(_ENDPOINT_PREFIXES):
         try:
@@ -522,7 +524,7 @@ async def connect(
     the long-poll wait it asked for, fails with RequestTimedOut and the
     connection is closed; by default calls wait as long as the connection lives.
     """
-    endpoint = _endpoint(reactor, broker, timeout)
+    endpoint = client_endpoint(reactor, broker, timeout)
     d = connectProtocol(endpoint, RustkaClientProtocol(reactor, request_timeout))
     d.addTimeout(timeout, reactor)
     try:

@@ -25,10 +25,10 @@ from rustka.client.protocol import (
     ConnectionClosed,
     FetchResult,
     RustkaClientProtocol,
-    _endpoint,
     _error_from,
     _host_port,
     _unpack_batches,
+    client_endpoint,
     connect,
 )
 from rustka.errors import (
@@ -113,11 +113,11 @@ def test_endpoint_strings_go_to_client_from_string() -> None:
     from twisted.internet import reactor
     from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, UNIXClientEndpoint
 
-    assert isinstance(_endpoint(reactor, "tcp:host=127.0.0.1:port=9", 1), TCP4ClientEndpoint)
-    assert isinstance(_endpoint(reactor, "unix:path=/tmp/x.sock", 1), UNIXClientEndpoint)
-    assert isinstance(_endpoint(reactor, "example.com:9092", 1), HostnameEndpoint)
+    assert isinstance(client_endpoint(reactor, "tcp:host=127.0.0.1:port=9", 1), TCP4ClientEndpoint)
+    assert isinstance(client_endpoint(reactor, "unix:path=/tmp/x.sock", 1), UNIXClientEndpoint)
+    assert isinstance(client_endpoint(reactor, "example.com:9092", 1), HostnameEndpoint)
     with pytest.raises(RustkaError, match="invalid broker endpoint"):
-        _endpoint(reactor, "tcp:host=127.0.0.1:bogus=1", 1)
+        client_endpoint(reactor, "tcp:host=127.0.0.1:bogus=1", 1)
 
 
 def test_error_tag_becomes_broker_error() -> None:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from rustka.storage.inspect import check_data_dir, dump_path, format_dump
 
-__all__ = ["COMMANDS", "add_parsers", "run"]
+__all__ = ["COMMANDS", "add_parsers", "check", "run"]
 
 COMMANDS = ("dump", "check")
 EXIT_OK = 0
@@ -42,6 +42,10 @@ def add_parsers(sub: Any) -> None:
     )
     check.add_argument("data_dir", metavar="DATA_DIR")
     check.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Nothing beyond argparse: a bad path is reported by run()."""
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

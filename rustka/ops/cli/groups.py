@@ -1,0 +1,201 @@
+"""``rustka groups``: list groups, show their offsets, lag and members, or move them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from rustka.errors import RustkaError
+from rustka.ops.cli.common import (
+    EXIT_OK,
+    CommandError,
+    add_client_parser,
+    connect,
+    emit,
+    positive_int,
+    run_client,
+)
+
+COMMANDS = ("groups",)
+
+
+def add_parsers(sub: Any) -> None:
+    g = add_client_parser(
+        sub,
+        "groups",
+        "list groups, show their offsets and lag, or move them",
+        "examples:\n  rustka groups list\n  rustka groups describe analytics\n"
+        "  rustka groups reset analytics orders --to earliest\n"
+        "  rustka groups reset analytics orders --partition 2 --to 1500\n",
+    )
+    g.add_argument("action", choices=["list", "describe", "reset"])
+    g.add_argument("group", nargs="?")
+    g.add_argument("topic", nargs="?")
+    g.add_argument("--partition", type=positive_int, default=None)
+    g.add_argument("--to", default="earliest", help="earliest | latest | OFFSET")
+
+
+def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    if args.action in ("describe", "reset") and not args.group:
+        parser.error(f"groups {args.action} needs a GROUP")
+    if args.action == "reset" and not args.topic:
+        parser.error("groups reset needs GROUP TOPIC")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_client(cmd_groups, args)
+
+
+async def _kafka_groups(args: argparse.Namespace, group: str | None) -> Any:
+    """Kafka's view through the same address: ListGroups names, or one DescribeGroups entry.
+
+    Members, state and assignments live in the group coordinator, which answers
+    them through Kafka's group APIs (docs/kafka.md, "Consumer groups"); lag comes
+    from the native DescribeGroup. None when the address does not speak Kafka
+    (``kafka_enabled = false``): the native view is then all there is.
+    """
+    from twisted.internet import defer, reactor
+    from twisted.internet.endpoints import connectProtocol
+    from twisted.internet.error import ConnectError
+
+    from rustka.client.protocol import client_endpoint
+    from rustka.kafka.client import KafkaClientProtocol
+
+    def bounded(d: Any) -> Any:
+        return d.addTimeout(args.timeout, reactor)
+
+    proto = KafkaClientProtocol("rustka-cli")
+    try:
+        await bounded(connectProtocol(client_endpoint(reactor, args.broker, args.timeout), proto))
+        await bounded(defer.ensureDeferred(proto.negotiate()))
+        if group is None:
+            listed = await bounded(proto.request(16, {}))
+            return [g["group_id"] for g in listed["groups"]]
+        body = {"groups": [group], "include_authorized_operations": False}
+        described = await bounded(proto.request(15, body))
+        return described["groups"][0]
+    except (RustkaError, ConnectError, OSError, defer.TimeoutError):
+        return None
+    finally:
+        if proto.transport is not None:
+            proto.transport.loseConnection()
+
+
+def _describe_group(desc: Any, kafka: Any, group: str) -> dict[str, Any]:
+    """One group for ``groups describe``: coordinator state and members beside the lag."""
+    from rustka.broker.groups import consumer_assignment
+
+    members = []
+    owner: dict[tuple[str, int], dict[str, Any]] = {}
+    for m in (kafka or {}).get("members", []):
+        assignment = consumer_assignment(m["member_assignment"]) or {}
+        member = {
+            "member_id": m["member_id"],
+            "instance_id": m.get("group_instance_id"),
+            "client_id": m["client_id"],
+            "client_host": m["client_host"],
+            "assignment": assignment,
+        }
+        members.append(member)
+        for topic, partitions in assignment.items():
+            for partition in partitions:
+                owner[(topic, partition)] = member
+    offsets = []
+    for e in desc:
+        row = {
+            "topic": e.topic,
+            "partition": e.partition,
+            "committed": e.committed,
+            "end": e.high_watermark,
+            "lag": max(0, e.high_watermark - max(e.committed, e.log_start)),
+        }
+        offsets.append(row)
+    state = kafka["group_state"] if kafka else ("Empty" if offsets else "Dead")
+    return {
+        "group": group,
+        "state": state,
+        "protocol_type": (kafka or {}).get("protocol_type", ""),
+        "protocol": (kafka or {}).get("protocol_data", ""),
+        "members": members,
+        "offsets": offsets,
+        "_owner": owner,
+    }
+
+
+def _group_table(data: dict[str, Any]) -> str:
+    """The offsets table; while members are active, their state, owners and assignments too."""
+    owner = data["_owner"]
+    active = bool(data["members"]) or data["state"] not in ("Empty", "Dead")
+    lines = []
+    if active:
+        lines.append(
+            f"group {data['group']}: state {data['state']}, protocol "
+            f"{data['protocol_type']}/{data['protocol'] or '-'}, {len(data['members'])} member(s)"
+        )
+        lines.append("CLIENT-ID\tHOST\tASSIGNMENT\tMEMBER-ID")
+        for m in data["members"]:
+            assigned = " ".join(
+                f"{t}[{','.join(map(str, ps))}]" for t, ps in sorted(m["assignment"].items())
+            )
+            lines.append(
+                f"{m['client_id']}\t{m['client_host']}\t{assigned or '-'}\t{m['member_id']}"
+            )
+        lines.append("")
+    header = "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG"
+    lines.append(header + ("\tCLIENT-ID\tHOST" if active else ""))
+    for d in data["offsets"]:
+        row = f"{d['topic']}\t{d['partition']}\t{d['committed']}\t{d['end']}\t{d['lag']}"
+        if active:
+            m = owner.get((d["topic"], d["partition"]))
+            row += f"\t{m['client_id']}\t{m['client_host']}" if m else "\t-\t-"
+        lines.append(row)
+    return "\n".join(lines) + "\n"
+
+
+async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
+    client = await connect(args)
+    try:
+        if args.action == "list":
+            native = await client.list_groups()
+            groups = sorted(set(native) | set(await _kafka_groups(args, None) or ()))
+            emit(out, args, groups, lambda: "".join(f"{g}\n" for g in groups))
+        elif args.action == "describe":
+            desc = await client.describe_group(args.group)
+            data = _describe_group(desc, await _kafka_groups(args, args.group), args.group)
+            table = _group_table(data)
+            del data["_owner"]
+            emit(out, args, data, lambda: table)
+        elif args.action == "reset":
+            meta = await client.metadata([args.topic])
+            parts = meta[0].partitions
+            targets = range(len(parts)) if args.partition is None else [args.partition]
+            data = []
+            for partition in targets:
+                if partition >= len(parts):
+                    raise CommandError(f"topic {args.topic!r} has no partition {partition}")
+                pm = parts[partition]
+                if args.to == "earliest":
+                    offset = pm.log_start
+                elif args.to == "latest":
+                    offset = pm.high_watermark
+                else:
+                    try:
+                        offset = int(args.to)
+                    except ValueError as e:
+                        raise CommandError(
+                            f"--to must be earliest, latest or an offset, got {args.to!r}"
+                        ) from e
+                await client.commit(args.group, args.topic, partition, offset)
+                data.append({"topic": args.topic, "partition": partition, "offset": offset})
+            emit(
+                out,
+                args,
+                data,
+                lambda: "".join(
+                    f"group {args.group} {d['topic']} partition {d['partition']} -> {d['offset']}\n"
+                    for d in data
+                ),
+            )
+    finally:
+        await client.close()
+    return EXIT_OK
