@@ -10,6 +10,7 @@ allows beyond Kafka: several batches in one request.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest_twisted
 from crc32c import crc32c
@@ -59,3 +60,24 @@ async def test_native_produce_batch_stores_the_true_max_timestamp(broker: Runnin
     assert validate_batches(stored)
     [segment] = broker.broker.partition("native-ts", 0).segments
     assert segment.max_timestamp == TS + 7
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_batch_larger_than_a_segment_is_stored_whole(
+    broker_factory: Any,
+) -> None:
+    """Kafka refuses a batch larger than segment.bytes (RECORD_LIST_TOO_LARGE); rustka's
+    segment_bytes is only where segments roll, and max_batch_bytes is the one size
+    limit, so such a batch is stored whole, and the segment it lands in rolls after it
+    (docs/kafka.md)."""
+    running = await broker_factory(segment_bytes=1024, segment_ms=None)
+    try:
+        core = running.broker
+        small = encode_batch([Record(b"k", b"s")], timestamp=TS)
+        big = encode_batch([Record(b"k", b"x" * 5000)], timestamp=TS)
+        for batch in (small, big, small):
+            await within(core.append("seg", 0, batch, auto_create=True))
+        sizes = [(s.base_offset, s.size) for s in core.partition("seg", 0).segments]
+        assert sizes == [(0, len(small) + len(big)), (2, len(small))]
+    finally:
+        await running.stop()

@@ -18,6 +18,7 @@ from rustka.storage.record_batch import (
     crc_ok,
     decode_records,
     encode_batch,
+    ms_now,
     scan_batches,
 )
 from tests.conftest import RunningBroker, within
@@ -416,5 +417,48 @@ async def test_short_batches_are_corrupt_and_log_append_time_is_an_invalid_times
             await k.request(PRODUCE, produce_body({("c", 0): bytes(short), ("c", 1): log_append}))
         )
         assert got == {("c", 0): (2, -1), ("c", 1): (32, -1)}
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_partition_without_a_v2_batch_is_invalid_record(broker: RunningBroker) -> None:
+    """No records, or a first batch of another magic, is INVALID_RECORD before anything
+    else is read: a magic-1 header whose attribute bits would say zstd is not asked for
+    Produce v7."""
+    k = await kafka(broker)
+    try:
+        good = encode_batch([Record(b"k", b"v")])
+        old_magic = bytearray(good)
+        old_magic[16] = 1
+        old_magic[22] = 4
+        got = results(
+            await k.request(
+                PRODUCE,
+                produce_body({("m", 0): bytes(old_magic), ("m", 1): b"", ("m", 2): good}),
+                version=6,
+            )
+        )
+        assert got == {("m", 0): (87, -1), ("m", 1): (87, -1), ("m", 2): (0, 0)}
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_any_record_timestamp_is_taken_as_kafka_defaults_take_it(
+    broker: RunningBroker,
+) -> None:
+    """rustka has no message.timestamp.before/after.max.ms: a record ten years ahead of the
+    broker's clock or at the epoch is stored, as Kafka up to 3.9 stores it by default
+    (Kafka 4.0 refuses more than an hour ahead; docs/kafka.md)."""
+    k = await kafka(broker)
+    try:
+        ahead = ms_now() + 10 * 365 * 24 * 3600 * 1000
+        batch = encode_batch([Record(b"k", b"v", timestamp=ahead), Record(b"k", b"0", timestamp=0)])
+        assert results(await k.request(PRODUCE, produce_body({("far", 0): batch}))) == {
+            ("far", 0): (0, 0)
+        }
+        served = bytes((await fetch_partition(k, "far", 0))["records"])
+        assert [r.timestamp for r in decode_records(served)] == [ahead, 0]
     finally:
         await k.close()
