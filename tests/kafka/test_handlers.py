@@ -462,3 +462,21 @@ async def test_any_record_timestamp_is_taken_as_kafka_defaults_take_it(
         assert [r.timestamp for r in decode_records(served)] == [ahead, 0]
     finally:
         await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_client_base_offset_is_rewritten_not_refused(broker: RunningBroker) -> None:
+    """Kafka refuses a client batch whose baseOffset is not 0; rustka rewrites it like any
+    base offset (it is outside the CRC), so `rustka mirror`, which forwards stored batches
+    with their offsets, can write into rustka (docs/kafka.md)."""
+    k = await kafka(broker)
+    try:
+        batch = encode_batch([Record(b"k", b"v")], base_offset=41)
+        assert results(await k.request(PRODUCE, produce_body({("bo", 0): batch}))) == {
+            ("bo", 0): (0, 0)
+        }
+        served = bytes((await fetch_partition(k, "bo", 0))["records"])
+        assert served[8:] == batch[8:]
+        assert struct.unpack_from("!q", served)[0] == 0
+    finally:
+        await k.close()
