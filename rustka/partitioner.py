@@ -15,8 +15,6 @@ from rustka.errors import InvalidPartitionCount
 __all__ = ["murmur2", "partition_for_key"]
 
 _SEED = 0x9747B28C
-_M = 0x5BD1E995
-_MASK32 = 0xFFFFFFFF
 
 # One precompiled little-endian word reader per key length in words, so hashing a
 # typical key costs one C call to read it rather than a format string and a lookup.

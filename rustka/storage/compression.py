@@ -61,7 +61,7 @@ CODEC_NAMES: dict[int, str] = {
 _CODECS_BY_NAME = {name: code for code, name in CODEC_NAMES.items()}
 
 # Decompressed records of one batch may not exceed this unless a caller says otherwise:
-# four times the broker's largest frame (docs/configuration.md, max_frame_bytes) leaves
+# four times the broker's default largest frame (docs/operations.md, max_frame_bytes) leaves
 # room for ordinary compression ratios while bounding what one batch can make us allocate.
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 
