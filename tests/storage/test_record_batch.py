@@ -836,6 +836,13 @@ def test_accept_batches_checks_the_size_limit_before_the_crc() -> None:
     assert accept_batches(batch, max_batch_bytes=len(batch))[0] is batch
 
 
+def test_record_attributes_are_ignored() -> None:
+    """A v2 record's attributes byte is unused: any value is accepted, as Kafka accepts it."""
+    batch = forged(raw_record(0, attributes=b"\x7f") + raw_record(1, attributes=b"\xff"), 2)
+    assert accept_batches(batch)[0] is batch
+    assert [r.value for r in decode_records(batch)] == [b"v", b"v"]
+
+
 def test_validate_rejects_producer_id_without_sequence() -> None:
     """An idempotent batch (producer id >= 0) needs a sequence >= 0, as Kafka requires."""
     batch = patch(patch(three_record_batch(), 43, ">q", 7), 53, ">i", -1)
