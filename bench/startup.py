@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rustka.config import parse_size
+from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
-from rustka.storage.partition_log import LogConfig
 from rustka.storage.record_batch import Record, encode_batch
 from tools.twistd_process import RECOVERY, Twistd, start_broker
 

@@ -25,7 +25,7 @@ from rustka.settings import (
     parse_size,
     setting,
 )
-from rustka.storage.partition_log import LogConfig
+from rustka.storage.log_config import LogConfig
 
 __all__ = [
     "DEFAULT_LISTEN",

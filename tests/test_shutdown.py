@@ -17,7 +17,7 @@ from twisted.internet import defer
 from rustka.client.protocol import BrokerError, ConnectionClosed
 from rustka.errors import BrokerUnavailable
 from rustka.native import codec as p
-from rustka.storage.log_manager import CLEAN_SHUTDOWN_MARKER
+from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
 from tools.twistd_process import Twistd, call_many
 
 TIMEOUT = 20

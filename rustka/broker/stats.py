@@ -10,7 +10,7 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from rustka.storage.segment import SYNC_STATS
+from rustka.storage.file_io import SYNC_STATS
 
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.0001,

@@ -18,25 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
-
 from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
 from rustka.storage.compression import codec_name
+from rustka.storage.log_files import (
+    CLEAN_SHUTDOWN_MARKER,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    RECOVERY_POINT_FILE,
+    TIME_INDEX_SUFFIX,
+    DamagedRecoveryPoint,
+    base_offset_of,
+    decode_recovery_point,
+    log_name,
+)
 from rustka.storage.offset_index import INDEX_ENTRY
 from rustka.storage.offsets import decode_key, decode_value
 from rustka.storage.record_batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.storage.time_index import TIME_INDEX_ENTRY
 
 __all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-RECOVERY_POINT_FILE = "recovery-point"
-CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
-_RECOVERY_POINT = struct.Struct(">QI")
-_NAME_DIGITS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +71,6 @@ class Report:
             ],
             "notes": self.notes,
         }
-
-
-def _base_of(name: str, suffix: str) -> int | None:
-    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
-    if len(stem) != _NAME_DIGITS or not stem.isdigit() or not stem.isascii():
-        return None
-    return int(stem)
 
 
 # --------------------------------------------------------------------------- dump
@@ -172,7 +166,7 @@ def dump_segment(path: Path) -> dict[str, Any]:
 
 def _dump_index(path: Path) -> dict[str, Any]:
     data = _read(path)
-    base = _base_of(path.name, INDEX_SUFFIX) or 0
+    base = base_offset_of(path.name, INDEX_SUFFIX) or 0
     usable = len(data) - len(data) % INDEX_ENTRY.size
     entries = [
         {"relative_offset": rel, "offset": base + rel, "position": pos}
@@ -189,7 +183,7 @@ def _dump_index(path: Path) -> dict[str, Any]:
 
 def _dump_time_index(path: Path) -> dict[str, Any]:
     data = _read(path)
-    base = _base_of(path.name, TIME_INDEX_SUFFIX) or 0
+    base = base_offset_of(path.name, TIME_INDEX_SUFFIX) or 0
     usable = len(data) - len(data) % TIME_INDEX_ENTRY.size
     entries = [
         {"timestamp": ts, "relative_offset": rel, "offset": base + rel}
@@ -285,10 +279,10 @@ def check_data_dir(data_dir: Path) -> Report:
 
 def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
     names = os.listdir(directory)
-    bases = sorted(b for b in (_base_of(n, LOG_SUFFIX) for n in names) if b is not None)
+    bases = sorted(b for b in (base_offset_of(n, LOG_SUFFIX) for n in names) if b is not None)
     previous_end: int | None = None
     for base in bases:
-        log = directory / f"{base:0{_NAME_DIGITS}d}{LOG_SUFFIX}"
+        log = directory / log_name(base)
         if previous_end is not None and base < previous_end:
             report.problems.append(
                 Problem(
@@ -313,7 +307,7 @@ def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
             _check_time_index(time_index, base, starts, end, report)
     for name in names:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            b = _base_of(name, suffix)
+            b = base_offset_of(name, suffix)
             if b is not None and b not in bases:
                 report.notes.append(
                     f"{directory / name}: no matching {LOG_SUFFIX} (ignored at startup and removed)"
@@ -476,16 +470,12 @@ def _check_recovery_point(directory: Path, end: int | None, report: Report) -> N
     if not path.exists():
         return
     report.files_checked += 1
-    data = _read(path)
-    if len(data) != _RECOVERY_POINT.size:
-        report.problems.append(
-            Problem(str(path), None, f"{len(data)} bytes, expected {_RECOVERY_POINT.size}")
-        )
+    try:
+        offset = decode_recovery_point(_read(path))
+    except DamagedRecoveryPoint as e:
+        report.problems.append(Problem(str(path), e.position, str(e)))
         return
-    offset, checksum = _RECOVERY_POINT.unpack(data)
-    if crc32c(data[:8]) != checksum:
-        report.problems.append(Problem(str(path), 8, "checksum mismatch"))
-    elif end is not None and offset > end:
+    if end is not None and offset > end:
         report.problems.append(
             Problem(str(path), 0, f"recovery point {offset} is past the log end {end}")
         )

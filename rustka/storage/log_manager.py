@@ -25,11 +25,10 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.names import OFFSETS_TOPIC, validate_topic
-from rustka.storage.partition_log import LogConfig
-from rustka.storage.segment import fsync_dir
+from rustka.storage.file_io import close_all, fsync_dir
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
 from rustka.storage.topic import Topic, check_partition_count, deleted_name, is_temp_name
-
-CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,17 +182,9 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
-        first_error: BaseException | None = None
         with self._lock:
             topics = list(self.topics.values())
-        for topic in topics:
-            try:
-                topic.close()
-            except BaseException as e:
-                if first_error is None:
-                    first_error = e
-        if first_error is not None:
-            raise first_error
+        close_all(topics)
         self._write_marker()
 
     def _write_marker(self) -> None:

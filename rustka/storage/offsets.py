@@ -33,7 +33,9 @@ from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
 from rustka.names import OFFSETS_TOPIC, validate_group, validate_topic
-from rustka.storage.partition_log import LogConfig, PartitionLog
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import LOG_SUFFIX, base_offset_of, log_name
+from rustka.storage.partition_log import PartitionLog
 from rustka.storage.record_batch import (
     HEADER_SIZE,
     MAGIC,
@@ -44,7 +46,6 @@ from rustka.storage.record_batch import (
     ms_now,
     parse_header,
 )
-from rustka.storage.segment import LOG_SUFFIX, base_offset_of
 
 KEY_VERSION = 1
 # Compact once the log holds this many times more records than live entries ...
@@ -117,7 +118,7 @@ def salvage(
     records: list[Record] = []
     skipped: list[SkippedBatch] = []
     for n, base in enumerate(bases):
-        path = directory / f"{base:020d}{LOG_SUFFIX}"
+        path = directory / log_name(base)
         data = path.read_bytes()
         last_file = n == len(bases) - 1
         pos = 0

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-from crc32c import crc32c
 
 from rustka.errors import (
     CorruptBatch,
@@ -33,6 +30,20 @@ from rustka.errors import (
     ProducerFenced,
     RustkaError,
     StorageError,
+)
+from rustka.storage.file_io import close_all, fsync_dir
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import (
+    INDEX_SUFFIX,
+    LEFTOVER_SUFFIXES,
+    RECOVERY_POINT_FILE,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    DamagedRecoveryPoint,
+    base_offset_of,
+    decode_recovery_point,
+    encode_recovery_point,
+    segment_file_name,
 )
 from rustka.storage.producer_state import (
     BatchMetadata,
@@ -47,36 +58,9 @@ from rustka.storage.record_batch import (
     set_base_offset,
     validate_batches,
 )
-from rustka.storage.segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    MAX_RELATIVE_OFFSET,
-    MAX_SEGMENT_SIZE,
-    SEGMENT_SUFFIXES,
-    TIME_INDEX_SUFFIX,
-    Segment,
-    base_offset_of,
-    fsync_dir,
-)
+from rustka.storage.segment import MAX_RELATIVE_OFFSET, MAX_SEGMENT_SIZE, Segment
 
-__all__ = ["RECOVERY_POINT_FILE", "AppendInfo", "LogConfig", "PartitionLog"]
-
-RECOVERY_POINT_FILE = "recovery-point"
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned")
-# u64 offset, then CRC-32C of those 8 bytes so a torn write reads as "unknown".
-_RECOVERY_POINT = struct.Struct(">QI")
-
-
-@dataclass
-class LogConfig:
-    """Per-partition storage settings; None disables a time or size limit."""
-
-    segment_bytes: int = 1 << 30
-    segment_ms: int | None = 7 * 24 * 3600 * 1000
-    retention_bytes: int | None = None
-    retention_ms: int | None = 7 * 24 * 3600 * 1000
-    index_interval_bytes: int = 4096
-    flush: str = "always"
+__all__ = ["AppendInfo", "PartitionLog"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,7 +645,7 @@ class PartitionLog:
         """Atomically replace the recovery-point file (tmp, fsync, rename, fsync dir)."""
         path = self.directory / RECOVERY_POINT_FILE
         tmp = path.with_name(path.name + ".tmp")
-        data = _RECOVERY_POINT.pack(offset, crc32c(offset.to_bytes(8, "big")))
+        data = encode_recovery_point(offset)
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
@@ -693,9 +677,10 @@ class PartitionLog:
             self._close_segments()
 
     def _close_segments(self) -> None:
-        for seg in self._segments:
-            seg.close()
-        self._release_doomed()
+        try:
+            close_all(self._segments)
+        finally:
+            self._release_doomed()
 
 
 def _tidy_directory(directory: Path) -> list[int]:
@@ -704,7 +689,7 @@ def _tidy_directory(directory: Path) -> list[int]:
     bases = {b for b in (base_offset_of(n) for n in names) if b is not None}
     removed = False
     for name in names:
-        stale = name.endswith(_LEFTOVER_SUFFIXES)
+        stale = name.endswith(LEFTOVER_SUFFIXES)
         if not stale:
             stale = any(
                 (index_base := base_offset_of(name, suffix)) is not None and index_base not in bases
@@ -723,7 +708,7 @@ def _remove_segment_files(directory: Path, bases: Sequence[int]) -> None:
     for base in bases:
         for suffix in SEGMENT_SUFFIXES:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(directory / f"{base:020d}{suffix}")
+                os.unlink(directory / segment_file_name(base, suffix))
     fsync_dir(directory)
 
 
@@ -735,12 +720,10 @@ def _read_recovery_point(directory: Path) -> int:
         return 0
     except OSError as e:
         raise StorageError(f"cannot read the recovery point of {directory}: {e.strerror}") from e
-    if len(data) != _RECOVERY_POINT.size:
+    try:
+        return decode_recovery_point(data)
+    except DamagedRecoveryPoint:
         return 0
-    offset, checksum = _RECOVERY_POINT.unpack(data)
-    if crc32c(data[:8]) != checksum:
-        return 0
-    return offset
 
 
 class AppendInfo(tuple[int, int]):

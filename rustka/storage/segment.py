@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange, StorageError
-from rustka.storage.offset_index import SYNC_STATS, OffsetIndex, timed_fsync, write_all
+from rustka.storage.file_io import closing_on_error, timed_fsync, write_all
+from rustka.storage.log_files import DELETED_SUFFIX, index_name, log_name, time_index_name
+from rustka.storage.offset_index import OffsetIndex
 from rustka.storage.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -45,34 +47,11 @@ from rustka.storage.record_batch import (
 )
 from rustka.storage.time_index import TimeIndex
 
-__all__ = [
-    "DELETED_SUFFIX",
-    "INDEX_SUFFIX",
-    "LOG_SUFFIX",
-    "MAX_RELATIVE_OFFSET",
-    "MAX_SEGMENT_SIZE",
-    "SEGMENT_SUFFIXES",
-    "SYNC_STATS",
-    "TIME_INDEX_SUFFIX",
-    "HeaderWalk",
-    "RecoveryInfo",
-    "Segment",
-    "base_offset_of",
-    "fsync_dir",
-    "index_name",
-    "log_name",
-    "time_index_name",
-]
+__all__ = ["MAX_RELATIVE_OFFSET", "MAX_SEGMENT_SIZE", "HeaderWalk", "RecoveryInfo", "Segment"]
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-DELETED_SUFFIX = ".deleted"
 # Index fields are u32; Kafka keeps relative offsets within int32, and so do we.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 MAX_SEGMENT_SIZE = (1 << 32) - 1
-_NAME_DIGITS = 20
 
 # Full scans read this much at a time so recovery memory stays bounded by
 # max(chunk, largest batch) rather than by the segment size.
@@ -83,41 +62,6 @@ _HEADER_WINDOW = 64 << 10
 
 _BASE_OFFSET = struct.Struct(">q")
 _OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
-
-
-def log_name(base_offset: int) -> str:
-    return f"{base_offset:0{_NAME_DIGITS}d}{LOG_SUFFIX}"
-
-
-def index_name(base_offset: int) -> str:
-    return f"{base_offset:0{_NAME_DIGITS}d}{INDEX_SUFFIX}"
-
-
-def time_index_name(base_offset: int) -> str:
-    return f"{base_offset:0{_NAME_DIGITS}d}{TIME_INDEX_SUFFIX}"
-
-
-def base_offset_of(name: str, suffix: str = LOG_SUFFIX) -> int | None:
-    """The base offset a segment file name encodes, or None if it is not one of ours.
-
-    Strict about the 20 digits so stray files (editor backups, notes) are never
-    mistaken for segments.
-    """
-    if not name.endswith(suffix):
-        return None
-    stem = name[: -len(suffix)]
-    if len(stem) != _NAME_DIGITS or not stem.isdigit() or not stem.isascii():
-        return None
-    return int(stem)
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make creations, renames and deletions in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _OPEN_FLAGS)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,17 +280,13 @@ class Segment:
     def create(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> Segment:
         """A new, empty segment; refuses to clobber an existing ``.log``."""
         seg = cls(directory, base_offset, index_interval_bytes)
-        try:
-            seg._open_files(create=True)
-        except FileExistsError:
-            seg.close()
-            raise StorageError(f"segment file {seg.log_path} already exists") from None
-        except OSError as e:
-            seg.close()
-            raise StorageError(f"cannot create segment {seg.log_path}: {e.strerror}") from e
-        except BaseException:
-            seg.close()
-            raise
+        with closing_on_error(seg):
+            try:
+                seg._open_files(create=True)
+            except FileExistsError:
+                raise StorageError(f"segment file {seg.log_path} already exists") from None
+            except OSError as e:
+                raise StorageError(f"cannot create segment {seg.log_path}: {e.strerror}") from e
         return seg
 
     @classmethod
@@ -365,27 +305,20 @@ class Segment:
         says what was repaired (None if nothing).
         """
         seg = cls(directory, base_offset, index_interval_bytes)
-        try:
-            seg._open_files(create=False)
-        except OSError as e:
-            seg.close()
-            raise StorageError(f"cannot open segment {seg.log_path}: {e.strerror}") from e
-        except BaseException:
-            seg.close()
-            raise
-        try:
-            file_size = os.fstat(seg._read_fd).st_size
-            seg._state = (file_size, base_offset, -1)
-            if recover:
-                seg._scan_all("recovery scan", requested=True)
-            else:
-                seg._load()
-        except OSError as e:
-            seg.close()
-            raise StorageError(f"cannot load segment {seg.log_path}: {e.strerror}") from e
-        except BaseException:
-            seg.close()
-            raise
+        with closing_on_error(seg):
+            try:
+                seg._open_files(create=False)
+            except OSError as e:
+                raise StorageError(f"cannot open segment {seg.log_path}: {e.strerror}") from e
+            try:
+                file_size = os.fstat(seg._read_fd).st_size
+                seg._state = (file_size, base_offset, -1)
+                if recover:
+                    seg._scan_all("recovery scan", requested=True)
+                else:
+                    seg._load()
+            except OSError as e:
+                raise StorageError(f"cannot load segment {seg.log_path}: {e.strerror}") from e
         return seg
 
     def _open_files(self, *, create: bool) -> None:

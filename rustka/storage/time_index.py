@@ -22,7 +22,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
 
-from rustka.storage.offset_index import IndexFile, strictly_increasing
+from rustka.storage.index_file import IndexFile, strictly_increasing
 
 __all__ = ["TIME_INDEX_ENTRY", "TIME_INDEX_ENTRY_SIZE", "TimeIndex"]
 

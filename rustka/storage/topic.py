@@ -27,8 +27,9 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.names import validate_topic
-from rustka.storage.partition_log import LogConfig, PartitionLog
-from rustka.storage.segment import fsync_dir
+from rustka.storage.file_io import close_all, fsync_dir
+from rustka.storage.log_config import LogConfig
+from rustka.storage.partition_log import PartitionLog
 
 MAX_PARTITIONS = 10_000
 
@@ -239,15 +240,7 @@ class Topic:
         """Flush and close every partition, even if one of them fails."""
         with self._lock:
             self._closed = True
-        first_error: BaseException | None = None
-        for log in self.partitions:
-            try:
-                log.close()
-            except BaseException as e:
-                if first_error is None:
-                    first_error = e
-        if first_error is not None:
-            raise first_error
+        close_all(self.partitions)
 
 
 def _list_partitions(directory: Path) -> list[int]:

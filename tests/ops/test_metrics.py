@@ -128,7 +128,7 @@ async def metrics(broker_factory: Callable[..., Any]) -> AsyncIterator[Metrics]:
 @pytest_twisted.ensureDeferred
 async def test_counters_after_produce_fetch_commit(metrics: Metrics) -> None:
     """Produce, fetch, commit and a failing fetch show up as exact counter and gauge values."""
-    from rustka.storage.segment import SYNC_STATS
+    from rustka.storage.file_io import SYNC_STATS
 
     fsyncs_before = SYNC_STATS.count
     client = await _connect(metrics.running.port)

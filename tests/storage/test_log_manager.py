@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from rustka.errors import InvalidName, InvalidPartitionCount, TopicExists, UnknownTopic
-from rustka.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
-from rustka.storage.partition_log import LogConfig
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
+from rustka.storage.log_manager import LogManager
 from rustka.storage.record_batch import Record, encode_batch
 from rustka.storage.topic import deleted_name, temp_name
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rustka.errors import InvalidName, InvalidRequest
+from rustka.storage.log_config import LogConfig
 from rustka.storage.offsets import OffsetsStore, decode_key, encode_key, encode_value
-from rustka.storage.partition_log import LogConfig
 from rustka.storage.record_batch import Record, encode_batch
 
 

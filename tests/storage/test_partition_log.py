@@ -15,7 +15,9 @@ import pytest
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch, OffsetLost, OffsetOutOfRange
-from rustka.storage.partition_log import RECOVERY_POINT_FILE, LogConfig, PartitionLog
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import RECOVERY_POINT_FILE, index_name, log_name, time_index_name
+from rustka.storage.partition_log import PartitionLog
 from rustka.storage.producer_state import SNAPSHOT_FILE
 from rustka.storage.record_batch import (
     HEADER_SIZE,
@@ -24,7 +26,6 @@ from rustka.storage.record_batch import (
     encode_batch,
     scan_batches,
 )
-from rustka.storage.segment import index_name, log_name, time_index_name
 
 TS = 1_700_000_000_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -453,7 +454,8 @@ _FAILING_WRITE = r"""
 import json, resource, signal, sys
 from pathlib import Path
 from rustka.errors import StorageError
-from rustka.storage.partition_log import LogConfig, PartitionLog
+from rustka.storage.partition_log import PartitionLog
+from rustka.storage.log_config import LogConfig
 from rustka.storage.record_batch import Record, encode_batch
 
 def batch(size):

@@ -9,7 +9,9 @@ import pytest
 from crc32c import crc32c
 
 from rustka.errors import OutOfOrderSequence, ProducerFenced
-from rustka.storage.partition_log import LogConfig, PartitionLog
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import log_name
+from rustka.storage.partition_log import PartitionLog
 from rustka.storage.producer_state import (
     BATCHES_KEPT,
     MAX_SEQUENCE,
@@ -19,7 +21,6 @@ from rustka.storage.producer_state import (
     last_sequence,
 )
 from rustka.storage.record_batch import Record, decode_records, encode_batch
-from rustka.storage.segment import log_name
 
 TS = 1_700_000_000_000
 PID = 4242

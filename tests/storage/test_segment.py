@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rustka.errors import CorruptBatch, OffsetOutOfRange, StorageError
+from rustka.storage.log_files import base_offset_of, index_name, log_name, time_index_name
 from rustka.storage.record_batch import (
     HEADER_SIZE,
     Record,
@@ -20,13 +21,7 @@ from rustka.storage.record_batch import (
     set_base_offset,
     validate_batches,
 )
-from rustka.storage.segment import (
-    Segment,
-    base_offset_of,
-    index_name,
-    log_name,
-    time_index_name,
-)
+from rustka.storage.segment import Segment
 
 TS = 1_700_000_000_000
 INTERVAL = 256

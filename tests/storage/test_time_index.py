@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rustka.storage.partition_log import LogConfig, PartitionLog
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import log_name, time_index_name
+from rustka.storage.partition_log import PartitionLog
 from rustka.storage.record_batch import (
     Record,
     decode_records,
@@ -16,7 +18,7 @@ from rustka.storage.record_batch import (
     set_base_offset,
     validate_batches,
 )
-from rustka.storage.segment import Segment, log_name, time_index_name
+from rustka.storage.segment import Segment
 from rustka.storage.time_index import TIME_INDEX_ENTRY_SIZE, TimeIndex
 
 TS = 1_700_000_000_000

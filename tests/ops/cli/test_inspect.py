@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from rustka.ops.cli import main
+from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
-from rustka.storage.partition_log import LogConfig
 from rustka.storage.record_batch import Record, compress_batch, encode_batch, parse_header
 
 RUSTKA = Path(sys.executable).with_name("rustka")

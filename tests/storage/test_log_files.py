@@ -1,0 +1,45 @@
+"""File names and the recovery-point file (rustka/storage/log_files.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rustka.storage.log_files import (
+    RECOVERY_POINT_SIZE,
+    DamagedRecoveryPoint,
+    base_offset_of,
+    decode_recovery_point,
+    encode_recovery_point,
+    index_name,
+    log_name,
+    segment_file_name,
+    time_index_name,
+)
+
+
+def test_names_are_twenty_digit_base_offsets_and_parse_back() -> None:
+    assert log_name(42) == "00000000000000000042.log"
+    assert index_name(42) == "00000000000000000042.index"
+    assert time_index_name(2**63 - 1) == "09223372036854775807.timeindex"
+    assert segment_file_name(7, ".deleted") == "00000000000000000007.deleted"
+    assert base_offset_of(log_name(123)) == 123
+    assert base_offset_of(index_name(5), ".index") == 5
+
+
+@pytest.mark.parametrize(
+    "name", ["42.log", "0000000000000000042.log", "00000000000000000042.log~", "notes.txt", ""]
+)
+def test_stray_files_are_not_segments(name: str) -> None:
+    assert base_offset_of(name) is None
+
+
+def test_recovery_point_round_trips_and_damage_is_named() -> None:
+    data = encode_recovery_point(1234)
+    assert len(data) == RECOVERY_POINT_SIZE == 12
+    assert decode_recovery_point(data) == 1234
+    with pytest.raises(DamagedRecoveryPoint, match="checksum mismatch") as bad_crc:
+        decode_recovery_point(data[:8] + bytes(4))
+    assert bad_crc.value.position == 8
+    with pytest.raises(DamagedRecoveryPoint, match="11 bytes, expected 12") as torn:
+        decode_recovery_point(data[:11])
+    assert torn.value.position is None
