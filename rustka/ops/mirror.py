@@ -136,8 +136,15 @@ class MirrorState:
         os.replace(tmp, self.path)
 
 
-def strip_producer(batch: bytearray) -> None:
-    """Clear an idempotent batch's producer id/epoch/sequence and fix its CRC in place."""
+def as_client_batch(batch: bytearray) -> None:
+    """Make a stored batch one a Kafka broker takes from a client, in place.
+
+    Kafka's log validator refuses a client batch whose baseOffset is not 0 (the
+    broker assigns offsets), and the source's producer id means nothing to the
+    target, so the id, epoch and sequence are cleared and the CRC fixed. The base
+    offset lies outside the CRC.
+    """
+    struct.pack_into("!q", batch, 0, 0)
     pid, _epoch, _seq = _PRODUCER_FIELDS.unpack_from(batch, _PRODUCER_AT)
     if pid == -1:
         return
@@ -456,7 +463,7 @@ class Mirror:
                 state.next_target += count
                 self.stats.skipped_after_crash += count
                 continue
-            strip_producer(data)
+            as_client_batch(data)
             send.append((key, base, last, data))
         if not send:
             return

@@ -11,7 +11,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import threads
 
-from rustka.ops.mirror import PartitionState, split_batches, strip_producer
+from rustka.ops.mirror import PartitionState, as_client_batch, split_batches
 from rustka.storage.record_batch import Record, crc_ok, encode_batch, parse_header
 from tests.conftest import RunningBroker, within
 from tests.kafka import real_clients as rc
@@ -60,8 +60,9 @@ async def mirror_orders(broker: RunningBroker, tansu: Tansu, state: Path) -> tup
     )
 
 
-def test_strip_producer_clears_the_ids_and_keeps_the_crc_valid() -> None:
-    batch = bytearray(encode_batch([Record(b"k", b"v")]))
+def test_a_forwarded_batch_is_a_client_batch_with_base_offset_zero_and_no_producer() -> None:
+    """Kafka refuses a client batch whose baseOffset is not 0; the CRC stays valid."""
+    batch = bytearray(encode_batch([Record(b"k", b"v")], base_offset=41))
     # Make it look idempotent: producer id 7, epoch 0, sequence 3, with a valid CRC.
     import struct
 
@@ -69,8 +70,9 @@ def test_strip_producer_clears_the_ids_and_keeps_the_crc_valid() -> None:
 
     struct.pack_into("!qhi", batch, 43, 7, 0, 3)
     struct.pack_into("!I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
-    strip_producer(batch)
+    as_client_batch(batch)
     header = parse_header(batch)
+    assert header.base_offset == 0
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
     assert crc_ok(batch, 0, header)
 
