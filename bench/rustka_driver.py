@@ -23,7 +23,7 @@ from _common import VALUE, Clock, Result, driver_main, key_for, percentiles
 
 from rustka.client.protocol import RustkaClientProtocol, connect
 from rustka.errors import TopicExists
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 
 FETCH_MAX_BYTES = 1024 * 1024
 MANUAL_BATCH = 1000

@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rustka.config import parse_size
+from rustka.record.batch import Record, encode_batch
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
-from rustka.storage.record_batch import Record, encode_batch
 from tools.twistd_process import RECOVERY, Twistd, start_broker
 
 VALUE = b"v" * 1000

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RECORD_SIZE, VALUE, key_for
-from rustka.storage.record_batch import Record, compress_batch, encode_batch, validate_batches
+from rustka.record.batch import Record, compress_batch, encode_batch, validate_batches
 
 
 def payload(total_bytes: int, batch_bytes: int) -> bytes:

@@ -19,7 +19,7 @@ from pathlib import Path
 from rustka.broker.produce import seed_batches
 from rustka.native import codec as p
 from rustka.partitioner import partition_for_key
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     Record,
     decode_records,
     encode_batch,

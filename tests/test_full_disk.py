@@ -33,7 +33,7 @@ import pytest_twisted
 from twisted.internet import defer
 
 from rustka.errors import OffsetOutOfRange, RustkaError
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 from tests.conftest import RunningBroker, start_broker, within
 
 DISK_BYTES = 8 * 1024 * 1024

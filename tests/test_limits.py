@@ -20,7 +20,7 @@ from twisted.internet.protocol import Factory
 
 from rustka.native import codec as p
 from rustka.native.server import BrokerProtocol
-from rustka.storage.record_batch import Record, encode_batch, validate_batches
+from rustka.record.batch import Record, encode_batch, validate_batches
 from tests.conftest import LogWatcher, RunningBroker
 from tests.native.test_server import RawClient, close, connect_raw, frame
 

@@ -22,7 +22,7 @@ import pytest_twisted
 from twisted.internet import threads
 
 from rustka.errors import InvalidName
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 from tests.conftest import RunningBroker, start_broker
 from tools.wire import SyncClient, frame
 

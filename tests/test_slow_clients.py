@@ -14,7 +14,7 @@ from twisted.internet import defer
 from twisted.logger import LogLevel
 
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record, decode_records, encode_batch, scan_batches
+from rustka.record.batch import Record, decode_records, encode_batch, scan_batches
 from tests.conftest import LogWatcher
 from tests.native.test_server import close, connect_raw
 from tests.test_limits import (

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record, decode_records, encode_batch, scan_batches
+from rustka.record.batch import Record, decode_records, encode_batch, scan_batches
 from tools.twistd_process import RECOVERY, start_broker
 from tools.wire import ConnectionDropped, SyncClient
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from rustka.errors import InvalidRequest
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 
 GOOD_TOPICS = ("fz-0", "fz-1", "fz.2", "fz_3")
 BAD_TOPICS = (

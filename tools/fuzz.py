@@ -37,7 +37,7 @@ from typing import Any
 from rustka.errors import InvalidRequest
 from rustka.kafka import messages as km
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record, decode_records, encode_batch
+from rustka.record.batch import Record, decode_records, encode_batch
 from tools.frames import TOPIC_RE, FrameFuzzer, Script, creatable_topic
 from tools.twistd_process import start_broker
 from tools.wire import SyncClient, exchange, frame

@@ -91,11 +91,11 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.names import validate_group, validate_topic
+from rustka.record.batch import Record
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
 from rustka.storage.partition_log import PartitionLog
-from rustka.storage.record_batch import Record
 from rustka.storage.topic import Topic
 
 __all__ = [

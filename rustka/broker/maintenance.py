@@ -17,7 +17,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rustka.storage.record_batch import ms_now
+from rustka.record.batch import ms_now
 
 if TYPE_CHECKING:
     from rustka.broker.core import Broker

@@ -34,8 +34,7 @@ from twisted.python.failure import Failure
 from rustka.broker.lanes import Lane
 from rustka.errors import RustkaError, UnknownTopic
 from rustka.names import validate_topic
-from rustka.storage.partition_log import AppendInfo, PartitionLog
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     BatchHeader,
     Record,
     accept_batches,
@@ -43,6 +42,7 @@ from rustka.storage.record_batch import (
     ms_now,
     parse_header,
 )
+from rustka.storage.partition_log import AppendInfo, PartitionLog
 
 if TYPE_CHECKING:
     from rustka.broker.core import Broker

@@ -38,7 +38,7 @@ from twisted.internet.task import LoopingCall
 from rustka.client.protocol import DEFAULT_FETCH_MAX_BYTES, FetchResult
 from rustka.errors import InvalidRequest, OffsetOutOfRange, UnknownPartition
 from rustka.names import validate_group, validate_topic
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 
 __all__ = ["RESET_POLICIES", "Consumer"]
 

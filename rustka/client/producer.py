@@ -43,7 +43,7 @@ from twisted.python.failure import Failure
 from rustka.allocation import collector_paused
 from rustka.errors import InvalidRequest, RustkaError, TopicExists, UnknownTopic
 from rustka.partitioner import partition_for_key
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",

@@ -41,7 +41,7 @@ from rustka.errors import (
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
 from rustka.native.codec import GroupOffset, TopicMetadata, Welcome
-from rustka.storage.record_batch import Record, decode_records, encode_batch, parse_header
+from rustka.record.batch import Record, decode_records, encode_batch, parse_header
 
 __all__ = [
     "DEFAULT_PORT",

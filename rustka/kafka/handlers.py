@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from rustka import errors
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.schema import RequestHeader
-from rustka.storage.record_batch import CorruptMessage, InvalidTimestamp
+from rustka.record.batch import CorruptMessage, InvalidTimestamp
 
 if TYPE_CHECKING:
     from rustka.kafka.server import KafkaFactory, KafkaProtocol

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, TypeAlias, TypeVar, Union, get_type_hints
 
 from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
-from rustka.storage.record_batch import value_class
+from rustka.record.batch import value_class
 
 PROTOCOL_VERSION = 2
 """Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-13)."""
@@ -189,7 +189,7 @@ class _Reader:
 
 
 # The fast paths build messages with one ``tuple.__new__`` call (messages are tuple
-# subclasses, see rustka.storage.record_batch.value_class), skipping the Python-level
+# subclasses, see rustka.record.batch.value_class), skipping the Python-level
 # ``__new__`` that keyword construction needs.
 _new: Callable[..., Any] = tuple.__new__
 

@@ -24,7 +24,7 @@ import rustka
 from rustka.broker.core import AppendResult, Broker, ReadResult, TopicInfo
 from rustka.errors import OffsetOutOfRange
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 
 _PRODUCE = "Produce"
 _new_tuple: Callable[..., Any] = tuple.__new__

@@ -20,7 +20,8 @@ from typing import Any
 
 from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
-from rustka.storage.compression import codec_name
+from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_header
+from rustka.record.compression import codec_name
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
     INDEX_SUFFIX,
@@ -34,7 +35,6 @@ from rustka.storage.log_files import (
 )
 from rustka.storage.offset_index import INDEX_ENTRY
 from rustka.storage.offsets import decode_key, decode_value
-from rustka.storage.record_batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.storage.time_index import TIME_INDEX_ENTRY
 
 __all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]

@@ -33,10 +33,7 @@ from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
 from rustka.names import OFFSETS_TOPIC, validate_group, validate_topic
-from rustka.storage.log_config import LogConfig
-from rustka.storage.log_files import LOG_SUFFIX, base_offset_of, log_name
-from rustka.storage.partition_log import PartitionLog
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     HEADER_SIZE,
     MAGIC,
     Record,
@@ -46,6 +43,9 @@ from rustka.storage.record_batch import (
     ms_now,
     parse_header,
 )
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import LOG_SUFFIX, base_offset_of, log_name
+from rustka.storage.partition_log import PartitionLog
 
 KEY_VERSION = 1
 # Compact once the log holds this many times more records than live entries ...

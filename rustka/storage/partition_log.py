@@ -31,6 +31,14 @@ from rustka.errors import (
     RustkaError,
     StorageError,
 )
+from rustka.record.batch import (
+    BatchHeader,
+    Record,
+    decode_records,
+    ms_now,
+    set_base_offset,
+    validate_batches,
+)
 from rustka.storage.file_io import close_all, fsync_dir
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import (
@@ -49,14 +57,6 @@ from rustka.storage.producer_state import (
     BatchMetadata,
     PendingProducerState,
     ProducerStateManager,
-)
-from rustka.storage.record_batch import (
-    BatchHeader,
-    Record,
-    decode_records,
-    ms_now,
-    set_base_offset,
-    validate_batches,
 )
 from rustka.storage.segment import MAX_RELATIVE_OFFSET, MAX_SEGMENT_SIZE, Segment
 

@@ -35,16 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, OffsetOutOfRange, StorageError
-from rustka.storage.file_io import closing_on_error, timed_fsync, write_all
-from rustka.storage.log_files import DELETED_SUFFIX, index_name, log_name, time_index_name
-from rustka.storage.offset_index import OffsetIndex
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     HEADER_SIZE,
     BatchHeader,
     crc_ok,
     decode_records,
     parse_header,
 )
+from rustka.storage.file_io import closing_on_error, timed_fsync, write_all
+from rustka.storage.log_files import DELETED_SUFFIX, index_name, log_name, time_index_name
+from rustka.storage.offset_index import OffsetIndex
 from rustka.storage.time_index import TimeIndex
 
 __all__ = ["MAX_RELATIVE_OFFSET", "MAX_SEGMENT_SIZE", "HeaderWalk", "RecoveryInfo", "Segment"]

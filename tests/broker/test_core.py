@@ -22,7 +22,7 @@ from rustka.errors import (
 )
 from rustka.native import codec as p
 from rustka.native.handlers import NativeHandler
-from rustka.storage.record_batch import Record, encode_batch, ms_now, scan_batches
+from rustka.record.batch import Record, encode_batch, ms_now, scan_batches
 from tests.conftest import RunningBroker, within
 
 

@@ -11,8 +11,8 @@ from twisted.internet import defer
 
 from rustka.errors import StorageError
 from rustka.ops.metrics import metrics_registry
+from rustka.record.batch import Record, encode_batch, ms_now
 from rustka.storage.partition_log import PartitionLog
-from rustka.storage.record_batch import Record, encode_batch, ms_now
 from tests.conftest import RunningBroker, within
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest_twisted
 from crc32c import crc32c
 
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     Record,
     crc_ok,
     encode_batch,

@@ -12,7 +12,7 @@ from twisted.internet import defer
 from rustka.client.consumer import Consumer
 from rustka.client.protocol import RustkaClientProtocol
 from rustka.errors import InvalidRequest, OffsetOutOfRange, UnknownPartition
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 from tests.conftest import RunningBroker, within
 
 

@@ -45,7 +45,7 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 from tests.conftest import RunningBroker
 
 

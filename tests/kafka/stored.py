@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rustka.storage.record_batch import BatchHeader, Record, decode_records, parse_header
+from rustka.record.batch import BatchHeader, Record, decode_records, parse_header
 from tests.conftest import RunningBroker, within
 
 #: The low three bits of a batch's attributes name its codec (Kafka's RecordBatch v2).

@@ -18,7 +18,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import threads
 
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 from tests.conftest import RunningBroker, within
 from tests.kafka.stored import codec_of, stored_batches
 

@@ -11,8 +11,7 @@ import pytest_twisted
 from twisted.internet import defer
 
 from rustka.kafka.client import KafkaClientProtocol, connect_kafka
-from rustka.storage.inspect import dump_path
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     Record,
     compress_batch,
     crc_ok,
@@ -21,6 +20,7 @@ from rustka.storage.record_batch import (
     ms_now,
     scan_batches,
 )
+from rustka.storage.inspect import dump_path
 from tests.conftest import RunningBroker, within
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PID = 0, 1, 2, 3, 22

@@ -368,7 +368,7 @@ def test_documented_response_examples_match_codec() -> None:
 
 def test_documented_batch_example_is_a_valid_record_batch() -> None:
     """The batch shown in the docs passes the broker's produce validation (CRC included)."""
-    from rustka.storage.record_batch import decode_records, validate_batches
+    from rustka.record.batch import decode_records, validate_batches
 
     [(pos, header)] = validate_batches(BATCH)
     assert (pos, header.record_count, header.base_timestamp) == (0, 1, 1_700_000_000_000)

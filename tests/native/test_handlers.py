@@ -8,7 +8,7 @@ import pytest_twisted
 from twisted.internet import defer
 
 from rustka.native import codec as p
-from rustka.storage.record_batch import Record, encode_batch, scan_batches
+from rustka.record.batch import Record, encode_batch, scan_batches
 from tests.conftest import RunningBroker, within
 
 

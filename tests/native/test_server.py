@@ -17,7 +17,7 @@ from twisted.internet import defer
 from twisted.internet.protocol import Protocol
 
 from rustka.partitioner import partition_for_key
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 from tests.conftest import RunningBroker, within
 
 

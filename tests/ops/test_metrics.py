@@ -14,7 +14,7 @@ from twisted.protocols.basic import Int32StringReceiver
 
 from rustka.native import codec as p
 from rustka.ops.metrics import metrics_service
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 
 TIMEOUT = 10
 

@@ -12,7 +12,7 @@ import pytest_twisted
 from twisted.internet import threads
 
 from rustka.ops.mirror import PartitionState, as_client_batch, split_batches
-from rustka.storage.record_batch import Record, crc_ok, encode_batch, parse_header
+from rustka.record.batch import Record, crc_ok, encode_batch, parse_header
 from tests.conftest import RunningBroker, within
 from tests.kafka import real_clients as rc
 from tests.kafka.tansu import Tansu

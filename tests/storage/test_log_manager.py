@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rustka.errors import InvalidName, InvalidPartitionCount, TopicExists, UnknownTopic
+from rustka.record.batch import Record, encode_batch
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
 from rustka.storage.log_manager import LogManager
-from rustka.storage.record_batch import Record, encode_batch
 from rustka.storage.topic import deleted_name, temp_name
 
 

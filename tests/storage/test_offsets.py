@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rustka.errors import InvalidName, InvalidRequest
+from rustka.record.batch import Record, encode_batch
 from rustka.storage.log_config import LogConfig
 from rustka.storage.offsets import OffsetsStore, decode_key, encode_key, encode_value
-from rustka.storage.record_batch import Record, encode_batch
 
 
 def _config() -> LogConfig:

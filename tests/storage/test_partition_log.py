@@ -15,17 +15,17 @@ import pytest
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch, OffsetLost, OffsetOutOfRange
-from rustka.storage.log_config import LogConfig
-from rustka.storage.log_files import RECOVERY_POINT_FILE, index_name, log_name, time_index_name
-from rustka.storage.partition_log import PartitionLog
-from rustka.storage.producer_state import SNAPSHOT_FILE
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     HEADER_SIZE,
     Record,
     decode_records,
     encode_batch,
     scan_batches,
 )
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import RECOVERY_POINT_FILE, index_name, log_name, time_index_name
+from rustka.storage.partition_log import PartitionLog
+from rustka.storage.producer_state import SNAPSHOT_FILE
 
 TS = 1_700_000_000_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -456,7 +456,7 @@ from pathlib import Path
 from rustka.errors import StorageError
 from rustka.storage.partition_log import PartitionLog
 from rustka.storage.log_config import LogConfig
-from rustka.storage.record_batch import Record, encode_batch
+from rustka.record.batch import Record, encode_batch
 
 def batch(size):
     return encode_batch([Record(None, b"x" * size, timestamp=1)])

@@ -9,6 +9,7 @@ import pytest
 from crc32c import crc32c
 
 from rustka.errors import OutOfOrderSequence, ProducerFenced
+from rustka.record.batch import Record, decode_records, encode_batch
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import log_name
 from rustka.storage.partition_log import PartitionLog
@@ -20,7 +21,6 @@ from rustka.storage.producer_state import (
     ProducerStateManager,
     last_sequence,
 )
-from rustka.storage.record_batch import Record, decode_records, encode_batch
 
 TS = 1_700_000_000_000
 PID = 4242

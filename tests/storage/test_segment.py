@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from rustka.errors import CorruptBatch, OffsetOutOfRange, StorageError
-from rustka.storage.log_files import base_offset_of, index_name, log_name, time_index_name
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     HEADER_SIZE,
     Record,
     decode_records,
@@ -21,6 +20,7 @@ from rustka.storage.record_batch import (
     set_base_offset,
     validate_batches,
 )
+from rustka.storage.log_files import base_offset_of, index_name, log_name, time_index_name
 from rustka.storage.segment import Segment
 
 TS = 1_700_000_000_000

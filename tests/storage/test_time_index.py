@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from rustka.storage.log_config import LogConfig
-from rustka.storage.log_files import log_name, time_index_name
-from rustka.storage.partition_log import PartitionLog
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     Record,
     decode_records,
     encode_batch,
     set_base_offset,
     validate_batches,
 )
+from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import log_name, time_index_name
+from rustka.storage.partition_log import PartitionLog
 from rustka.storage.segment import Segment
 from rustka.storage.time_index import TIME_INDEX_ENTRY_SIZE, TimeIndex
 

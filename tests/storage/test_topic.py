@@ -17,8 +17,8 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.partitioner import partition_for_key
+from rustka.record.batch import Record, encode_batch
 from rustka.storage.log_config import LogConfig
-from rustka.storage.record_batch import Record, encode_batch
 from rustka.storage.topic import MAX_PARTITIONS, Topic, is_temp_name, temp_name
 
 

@@ -20,7 +20,7 @@ from rustka.ops.cli.common import (
     run_client,
     text_of,
 )
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 
 Headers = Sequence[tuple[str, bytes | None]]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from rustka.ops.cli import main
+from rustka.record.batch import Record, compress_batch, encode_batch, parse_header
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
-from rustka.storage.record_batch import Record, compress_batch, encode_batch, parse_header
 
 RUSTKA = Path(sys.executable).with_name("rustka")
 TS = 1_700_000_000_000

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest_twisted
 
-from rustka.storage.record_batch import Record
+from rustka.record.batch import Record
 from tests.conftest import RunningBroker
 from tests.ops.cli import cli, ok
 

@@ -11,8 +11,8 @@ import pytest
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch, RecordTooLarge
-from rustka.storage import record_batch
-from rustka.storage.record_batch import (
+from rustka.record import batch as record_batch
+from rustka.record.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,

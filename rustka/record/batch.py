@@ -44,7 +44,7 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch, RecordTooLarge
-from rustka.storage.compression import (
+from rustka.record.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     codec_name,
     codec_of,

@@ -12,15 +12,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuil
 from crc32c import crc32c
 
 from rustka.errors import CorruptBatch, InvalidBatch
-from rustka.storage.compression import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-    compress,
-    decompress,
-)
-from rustka.storage.record_batch import (
+from rustka.record.batch import (
     HEADER_SIZE,
     Record,
     compress_batch,
@@ -28,6 +20,14 @@ from rustka.storage.record_batch import (
     encode_batch,
     parse_header,
     validate_batches,
+)
+from rustka.record.compression import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    compress,
+    decompress,
 )
 
 TS = 1_700_000_000_000
