@@ -7,6 +7,12 @@ per write, or several frames glued into one write), the complete frames the
 broker must answer one by one, and how the connection ends - normally, with a
 frame whose declared length exceeds the broker's maximum (the broker answers
 at most one Error and hangs up), or with a frame cut short (never answered).
+
+A connection's first frame is often a Kafka lookalike (op 0, then what reads as
+a Kafka request header that breaks one rule of docs/protocol.md, "Which first
+frames go to Kafka"), so the shared port's switch is tried with the frames
+closest to Kafka's that are still native. A first frame that is a Kafka request
+by that rule is drawn again: such a connection is Kafka's, not a native one.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from rustka.errors import InvalidRequest
+from rustka.kafka import messages as km
 from rustka.native import codec as p
+from rustka.ops.protocol_switch import is_kafka_request
 from rustka.record.batch import Record, encode_batch
 
 GOOD_TOPICS = ("fz-0", "fz-1", "fz.2", "fz_3")
@@ -50,6 +58,9 @@ INTERESTING_U64 = (0, 1, 0x7FFF_FFFF_FFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF)
 TOPIC_RE = re.compile(r"(?!\.{1,2}$)(?!__)[A-Za-z0-9._-]{1,249}")
 
 _U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+#: How often a connection opens with a Kafka lookalike.
+KAFKA_LOOKALIKE_SHARE = 0.25
 
 
 def frame(payload: bytes) -> bytes:
@@ -99,6 +110,15 @@ class FrameFuzzer:
             self._list_groups,
             self._describe_group,
         ]
+        # Every Kafka request the front-end serves, encoded once here: the Kafka codec
+        # compiles on first use and must not do so beside a broker's reactor thread.
+        self._kafka_requests = [
+            (key, km.encode_request(key, version, 1, client_id, {}))
+            for key, api in km.APIS.items()
+            for version in range(api.min_version, api.max_version + 1)
+            for client_id in (None, "", "fz-client")
+        ]
+        self._unknown_keys = [key for key in range(256) if key not in km.APIS]
 
     # -- well-formed requests of every op ------------------------------------------
 
@@ -245,6 +265,47 @@ class FrameFuzzer:
             body = _U32.pack(2) + _U32.pack(huge)
         return bytes([op]) + body
 
+    def kafka_lookalike(self) -> bytes:
+        """A Kafka request broken in one way: a malformed native frame (op 0) all the same.
+
+        Each kind breaks a rule of docs/protocol.md's "Which first frames go to
+        Kafka" by construction: cut short, bytes after the body, a version or a
+        key the front-end does not serve, a client id length that does not fit.
+        """
+        rng = self.rng
+        key, template = rng.choice(self._kafka_requests)
+        request = bytearray(template)
+        struct.pack_into(">i", request, 4, rng.randrange(-(1 << 31), 1 << 31))
+        how = rng.randrange(6)
+        if how == 0:
+            del request[rng.randrange(1, len(request)) :]
+        elif how == 1:
+            request += rng.randbytes(rng.randint(1, 16))
+        elif how == 2:
+            api = km.APIS[key]
+            # An ApiVersions above its range is served (with the table): only below.
+            wrong = [api.min_version - 1, -0x8000]
+            if key != km.ApiKey.API_VERSIONS:
+                wrong += [api.max_version + 1, 0x7FFF]
+            _I16.pack_into(request, 2, rng.choice(wrong))
+        elif how == 3:
+            _I16.pack_into(request, 0, rng.choice(self._unknown_keys))
+        elif how == 4:
+            _I16.pack_into(request, 8, len(request) - 10 + rng.randint(1, 300))
+        else:
+            _I16.pack_into(request, 8, rng.randint(-0x8000, -2))
+        return bytes(request)
+
+    def first_payload(self) -> bytes:
+        """A connection's first frame: often a Kafka lookalike, never a Kafka request."""
+        while True:
+            if self.rng.random() < KAFKA_LOOKALIKE_SHARE:
+                payload = self.kafka_lookalike()
+            else:
+                payload = self.payload()
+            if not is_kafka_request(payload):
+                return payload
+
     def random_bytes(self) -> bytes:
         """Pure noise; now and then a big one close to the frame limit."""
         rng = self.rng
@@ -274,8 +335,8 @@ class FrameFuzzer:
         rng = self.rng
         script = Script()
         glued = b""
-        for _ in range(frame_count):
-            data = frame(self.payload())
+        for index in range(frame_count):
+            data = frame(self.first_payload() if index == 0 else self.payload())
             script.frames.append(data[4:])
             how = rng.random()
             if how < 0.6:

@@ -1,24 +1,38 @@
 """One port, two protocols: the first frame decides who serves the connection.
 
-Every request of both protocols is a 4-byte length then a payload. A Kafka
-payload starts with its 2-byte API key, whose first byte is 0x00 for every API
-rustka serves; a native payload starts with its 1-byte op, and no native op is
-0 (docs/protocol.md, "Ops"). So byte 4 of the stream tells them apart, and the
-connection is handed, with what it sent so far, to that protocol's factory.
-The switch works on any transport, TLS included, because it sits where the
-application protocol does.
+Every request of both protocols is a 4-byte length then a payload. No native op
+is 0, so every native request starts with a non-zero byte, while a Kafka
+request starts with its 2-byte API key, whose first byte is 0x00 for every API
+rustka serves. A first payload byte of 0 is therefore either Kafka's or a
+malformed native frame, and the native protocol promises such a frame an Error
+answer on a connection that stays usable (docs/protocol.md, "Bad frames do not
+kill the connection"). So a first frame goes to the Kafka front-end only when
+it is a complete request that front-end would serve: an API key it declares, a
+version it advertises (or, for ApiVersions, any newer one, which it answers with
+its table), a client id that fits the frame, and a body that decodes. Anything
+else, op 0 included, is the native protocol's. docs/protocol.md ("One port, two
+protocols") states the rule byte for byte; `first_frame_protocol` is it.
+
+The decision waits for as many bytes as it needs: a non-zero first byte, an
+unknown key or version decide for the native protocol at once, and only a frame
+that still looks like Kafka's is buffered whole (at most `max_frame_bytes`,
+which both protocols enforce, so the switch never holds more than either would).
+The connection is then handed, with what it sent so far, to that protocol's
+factory. The switch works on any transport, TLS included, because it sits where
+the application protocol does.
 
 With the Kafka protocol turned off (`kafka_enabled = false`), a connection
 whose first frame is a Kafka request is closed at once instead of being fed to
 the native protocol, whose Error frame a Kafka client could only misread
-(docs/kafka.md, "Listeners"). Until its first frame has arrived a connection
-is subject to the same idle timeout as a served one, so a client that connects
-and says nothing is dropped after `idle_timeout_ms`.
+(docs/kafka.md, "Listeners"). Until its first frame has been decided a
+connection is subject to the same idle timeout as a served one, so a client
+that connects and says nothing is dropped after `idle_timeout_ms`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import struct
+from typing import Any, Final, Literal
 
 from twisted.internet.interfaces import IAddress, ITransport
 from twisted.internet.protocol import Factory, Protocol
@@ -26,9 +40,101 @@ from twisted.logger import Logger
 from twisted.protocols.policies import TimeoutMixin
 from twisted.python.failure import Failure
 
+from rustka.kafka import messages
+from rustka.kafka.messages import ApiKey, KafkaCodecError
+
+Chosen = Literal["kafka", "native"]
+
+_LENGTH: Final = struct.Struct("!I")
+_KEY_VERSION: Final = struct.Struct("!hh")
 #: Byte offset of the first payload byte (after the u32 length).
-_FIRST_PAYLOAD_BYTE = 4
-_EMPTY_FRAME = b"\x00\x00\x00\x00"
+_FIRST_PAYLOAD_BYTE: Final = _LENGTH.size
+#: The shortest Kafka request: header v1 (key, version, correlation id, client id
+#: length) with a null or empty client id and an empty body (ApiVersions v0).
+_SHORTEST_KAFKA_REQUEST: Final = struct.calcsize("!hhih")
+#: The first byte of every declared API key (big-endian int16): all of them are 0x00.
+_KEY_FIRST_BYTES: Final = frozenset(key.to_bytes(2, "big", signed=True)[0] for key in ApiKey)
+#: What a generated decoder may raise besides KafkaCodecError on hostile bytes (the
+#: codec's entry points translate the same ones; rustka/kafka/schema.py).
+_DECODE_ERRORS: Final = (struct.error, IndexError, ValueError)
+
+
+def _kafka_version(api_key: int, version: int) -> bool:
+    """Whether the Kafka front-end serves this key at this version instead of closing.
+
+    It serves the advertised range of every declared API; an ApiVersions newer
+    than its range gets the table (docs/kafka.md, "Versions outside the table"),
+    because a client probes with the newest version it knows.
+    """
+    api = messages.APIS.get(api_key)
+    if api is None:
+        return False
+    if api.supports(version):
+        return True
+    return api_key == ApiKey.API_VERSIONS and version > api.max_version
+
+
+def is_kafka_request(payload: bytes | bytearray | memoryview) -> bool:
+    """Whether a whole first-frame payload is a request the Kafka front-end would serve.
+
+    That is the front-end's own acceptance (header, key, version, body), plus
+    that nothing follows the body, so a real client's first request passes and
+    every frame the front-end would only close on is left to the native protocol,
+    which answers it.
+    """
+    if len(payload) < _SHORTEST_KAFKA_REQUEST:
+        return False
+    try:
+        header, pos = messages.decode_request_header(payload)
+    except KafkaCodecError:
+        return False
+    key, version = header.api_key, header.api_version
+    if not _kafka_version(key, version):
+        return False
+    if not messages.APIS[key].supports(version):
+        return True  # a newer ApiVersions: the front-end answers without reading the body
+    # The version's own decoder, for where the body ends: a first request must end
+    # exactly there. Real clients never send more, and the bytes to spare are what
+    # would make a malformed native frame pass for an empty-bodied request
+    # (ApiVersions v0, ListGroups v0) followed by anything.
+    decode = messages.APIS[key].codec(version, True)[0]
+    try:
+        _, end = decode(memoryview(payload), pos)
+    except (KafkaCodecError, *_DECODE_ERRORS):
+        return False
+    return end == len(payload)
+
+
+def first_frame_protocol(
+    head: bytes | bytearray, max_frame_bytes: int | None = None
+) -> Chosen | None:
+    """Which protocol serves a connection that began with ``head``; None: not known yet.
+
+    ``head`` is everything the connection sent so far (the first frame's length
+    prefix and payload, maybe more). The answer is "native" as soon as the bytes
+    rule Kafka out, and "kafka" only once the whole first frame is there and is
+    a Kafka request (`is_kafka_request`).
+    """
+    if len(head) < _FIRST_PAYLOAD_BYTE:
+        return None
+    (length,) = _LENGTH.unpack_from(head)
+    if max_frame_bytes is not None and length > max_frame_bytes:
+        # No payload will follow: the native protocol answers it with its Error and
+        # hangs up (docs/protocol.md, "Framing").
+        return "native"
+    if length < _SHORTEST_KAFKA_REQUEST:
+        return "native"  # the empty frame included
+    have = len(head) - _FIRST_PAYLOAD_BYTE
+    if have >= 1 and head[_FIRST_PAYLOAD_BYTE] not in _KEY_FIRST_BYTES:
+        return "native"
+    if have >= _KEY_VERSION.size:
+        key, version = _KEY_VERSION.unpack_from(head, _FIRST_PAYLOAD_BYTE)
+        if not _kafka_version(key, version):
+            return "native"
+    if have < length:
+        return None
+    payload = memoryview(head)[_FIRST_PAYLOAD_BYTE : _FIRST_PAYLOAD_BYTE + length]
+    return "kafka" if is_kafka_request(payload) else "native"
 
 
 class ProtocolSwitch(Protocol, TimeoutMixin):
@@ -40,7 +146,7 @@ class ProtocolSwitch(Protocol, TimeoutMixin):
         self.factory = factory
         self.addr = addr
         self.inner: Protocol | None = None
-        self._head = b""
+        self._head = bytearray()
 
     def connectionMade(self) -> None:
         self.setTimeout(self.factory.idle_timeout)
@@ -55,50 +161,35 @@ class ProtocolSwitch(Protocol, TimeoutMixin):
         if self.transport.disconnecting:
             return
         self._head += data
-        # An empty frame decides too: no Kafka request is empty (its header alone is
-        # 10 bytes), and the native protocol answers it with an Error.
-        empty = self._head == _EMPTY_FRAME
-        if len(self._head) <= _FIRST_PAYLOAD_BYTE and not self._oversized() and not empty:
+        chosen = first_frame_protocol(self._head, self.factory.max_frame_bytes)
+        if chosen is None:
             self.resetTimeout()
             return
         self.setTimeout(None)
-        kafka = len(self._head) > _FIRST_PAYLOAD_BYTE and self._head[_FIRST_PAYLOAD_BYTE] == 0
-        if kafka and self.factory.kafka is None:
+        if chosen == "kafka" and self.factory.kafka is None:
             self.factory.kafka_refused += 1
             self.log.info(
                 "closing a Kafka client's connection from {peer}: kafka_enabled is false",
                 peer=str(self.transport.getPeer()),
             )
-            self._head = b""
+            self._head = bytearray()
             self.transport.loseConnection()
             return
-        chosen = self.factory.native
-        if kafka and self.factory.kafka is not None:
-            chosen = self.factory.kafka
-        inner = chosen.buildProtocol(self.addr)
+        factory = self.factory.kafka if chosen == "kafka" else self.factory.native
+        assert factory is not None
+        inner = factory.buildProtocol(self.addr)
         if inner is None:
             # The chosen side refuses (its connection limit): hang up at once.
             self.transport.loseConnection()
             return
         self.inner = inner
-        head, self._head = self._head, b""
+        head, self._head = bytes(self._head), bytearray()
         if getattr(self.transport, "protocol", None) is self:
             # A plain TCP transport calls its protocol directly: let it call the chosen
             # one from now on, so the switch costs nothing per read.
             self.transport.protocol = inner
         inner.makeConnection(self.transport)
         inner.dataReceived(head)
-
-    def _oversized(self) -> bool:
-        """A length prefix over the frame limit: no payload byte will follow to decide on.
-
-        The native protocol answers it with its Error and hangs up
-        (docs/protocol.md), so it gets the connection.
-        """
-        limit = self.factory.max_frame_bytes
-        if limit is None or len(self._head) < _FIRST_PAYLOAD_BYTE:
-            return False
-        return int.from_bytes(self._head[:_FIRST_PAYLOAD_BYTE], "big") > limit
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self.setTimeout(None)

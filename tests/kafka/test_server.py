@@ -264,7 +264,11 @@ async def test_unsupported_api_versions_gets_the_table_and_the_connection_stays(
 async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
     broker: RunningBroker,
 ) -> None:
-    """Key 57 or Metadata v12 closes the connection; a client beside it is still served."""
+    """Key 57 or Metadata v12 closes the connection; a client beside it is still served.
+
+    Each goes behind an ApiVersions: as a first frame it would not be Kafka's at all
+    (docs/protocol.md, "Which first frames go to Kafka").
+    """
     bystander = await kafka_client(broker.port)
     factory = broker.top.kafka_factory
     for request in (
@@ -274,9 +278,10 @@ async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
     ):
         before = factory.bad_requests
         c = await raw(broker.port)
-        c.transport.write(framed(request))
+        c.transport.write(framed(header_v1(API_VERSIONS, 0, 9)) + framed(request))
         await within(c.lost)
-        assert c.frames == []
+        [versions] = c.frames
+        assert messages.decode_response(API_VERSIONS, 0, versions)[0] == 9
         assert factory.bad_requests == before + 1
         answer = await within(bystander.request(METADATA, {"topics": []}))
         assert answer["brokers"][0]["port"] == broker.port
