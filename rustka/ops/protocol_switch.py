@@ -8,10 +8,11 @@ malformed native frame, and the native protocol promises such a frame an Error
 answer on a connection that stays usable (docs/protocol.md, "Bad frames do not
 kill the connection"). So a first frame goes to the Kafka front-end only when
 it is a complete request that front-end would serve: an API key it declares, a
-version it advertises (or, for ApiVersions, any newer one, which it answers with
-its table), a client id that fits the frame, and a body that decodes. Anything
-else, op 0 included, is the native protocol's. docs/protocol.md ("One port, two
-protocols") states the rule byte for byte; `first_frame_protocol` is it.
+version it serves (or, for ApiVersions, any newer one, which it answers with its
+table), a client id that fits the frame, and a body that decodes and ends where
+the frame ends. Anything else, op 0 included, is the native protocol's.
+docs/protocol.md ("Which first frames go to Kafka") states the rule byte for
+byte; `first_frame_protocol` is it.
 
 The decision waits for as many bytes as it needs: a non-zero first byte, an
 unknown key or version decide for the native protocol at once, and only a frame
@@ -62,9 +63,10 @@ _DECODE_ERRORS: Final = (struct.error, IndexError, ValueError)
 def _kafka_version(api_key: int, version: int) -> bool:
     """Whether the Kafka front-end serves this key at this version instead of closing.
 
-    It serves the advertised range of every declared API; an ApiVersions newer
-    than its range gets the table (docs/kafka.md, "Versions outside the table"),
-    because a client probes with the newest version it knows.
+    It serves each declared API's range (`ApiSpec.supports`: for Produce not the
+    older versions ApiVersions may list); an ApiVersions newer than its range gets
+    the table (docs/kafka.md, "Versions outside the table"), because a client
+    probes with the newest version it knows.
     """
     api = messages.APIS.get(api_key)
     if api is None:
