@@ -28,9 +28,11 @@ from rustka.settings import (
 from rustka.storage.log_config import LogConfig
 
 __all__ = [
+    "CLEANUP_POLICIES",
     "DEFAULT_LISTEN",
     "FLUSH_POLICIES",
     "SETTINGS",
+    "TIMESTAMP_TYPES",
     "TOML_PREAMBLE",
     "Config",
     "ConfigError",
@@ -40,6 +42,8 @@ __all__ = [
 
 DEFAULT_LISTEN = "tcp:9092:interface=127.0.0.1"
 FLUSH_POLICIES = ("always", "interval", "never")
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _DAY_MS = 86_400_000
 
 TOML_PREAMBLE = """\
@@ -272,6 +276,67 @@ class Config:
         minimum=1,
         topic_config="index.interval.bytes",
     )
+    cleanup_policy: str = setting(
+        Kind.CHOICE,
+        "delete",
+        "What happens to old segments: delete them (retention), compact them (keep the "
+        "latest record of each key), or both.",
+        _LOG,
+        choices=CLEANUP_POLICIES,
+        topic_config="cleanup.policy",
+    )
+    delete_retention_ms: int = setting(
+        Kind.DURATION,
+        _DAY_MS,
+        "How long a tombstone (a null value) is kept on a compacted topic after the segment "
+        "holding it was cleaned, so that readers can see the delete.",
+        _LOG,
+        minimum=0,
+        topic_config="delete.retention.ms",
+    )
+    min_compaction_lag_ms: int = setting(
+        Kind.DURATION,
+        0,
+        "The least time a record stays uncompacted in the log.",
+        _LOG,
+        minimum=0,
+        topic_config="min.compaction.lag.ms",
+    )
+    max_compaction_lag_ms: int | None = setting(
+        Kind.DURATION,
+        None,
+        "The most time a record may stay uncompacted, whatever the dirty ratio. -1: no limit.",
+        _LOG,
+        optional=True,
+        minimum=1,
+        topic_config="max.compaction.lag.ms",
+    )
+    min_cleanable_dirty_ratio: float = setting(
+        Kind.RATIO,
+        0.5,
+        "A compacted log is cleaned once this share of it has not been cleaned yet.",
+        _LOG,
+        minimum=0,
+        maximum=1,
+        topic_config="min.cleanable.dirty.ratio",
+    )
+    file_delete_delay_ms: int = setting(
+        Kind.DURATION,
+        5_000,
+        "How long a deleted segment's files stay open (for reads in flight) before they go.",
+        _LOG,
+        minimum=0,
+        topic_config="file.delete.delay.ms",
+    )
+    message_timestamp_type: str = setting(
+        Kind.CHOICE,
+        "CreateTime",
+        "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with "
+        "the broker's clock when it is stored.",
+        _LOG,
+        choices=TIMESTAMP_TYPES,
+        topic_config="message.timestamp.type",
+    )
     flush: str = setting(
         Kind.CHOICE,
         "always",
@@ -429,6 +494,14 @@ class Config:
             retention_ms=self.retention_ms,
             index_interval_bytes=self.index_interval_bytes,
             flush=self.flush,
+            cleanup_policy=self.cleanup_policy,
+            delete_retention_ms=self.delete_retention_ms,
+            min_compaction_lag_ms=self.min_compaction_lag_ms,
+            max_compaction_lag_ms=self.max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=self.min_cleanable_dirty_ratio,
+            file_delete_delay_ms=self.file_delete_delay_ms,
+            message_timestamp_type=self.message_timestamp_type,
+            max_message_bytes=self.max_batch_bytes,
         )
 
 

@@ -30,6 +30,7 @@ class Kind(enum.Enum):
 
     BOOL = "boolean"
     INT = "integer"
+    RATIO = "ratio"
     SIZE = "size"
     DURATION = "duration"
     STRING = "string"
@@ -118,8 +119,8 @@ class Setting:
     default: Any
     doc: str
     group: Group
-    minimum: int | None = None
-    maximum: int | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
     choices: tuple[str, ...] = ()
     optional: bool = False
     example: Any = None
@@ -173,6 +174,10 @@ class Setting:
             raise ConfigError(f"{key}: expected true or false, got {value!r}")
         if kind is Kind.INT and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if kind is Kind.RATIO:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{key}: expected a number between 0 and 1, got {value!r}")
+            return float(value)
         if kind in (Kind.STRING, Kind.CHOICE) and not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return value

@@ -22,3 +22,24 @@ class LogConfig:
     retention_ms: int | None = 7 * 24 * 3600 * 1000
     index_interval_bytes: int = 4096
     flush: str = "always"
+    #: "delete", "compact" or "compact,delete" (Kafka's cleanup.policy).
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int | None = None
+    min_cleanable_dirty_ratio: float = 0.5
+    file_delete_delay_ms: int = 5_000
+    #: "CreateTime" or "LogAppendTime" (Kafka's message.timestamp.type).
+    message_timestamp_type: str = "CreateTime"
+    #: Largest batch a producer may store; None: the broker's frame limit.
+    max_message_bytes: int | None = None
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleaner keeps only the latest record of each key."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments by time and size."""
+        return "delete" in self.cleanup_policy.split(",")
