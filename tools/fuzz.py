@@ -36,6 +36,7 @@ from typing import Any
 
 from rustka.errors import InvalidRequest
 from rustka.kafka import messages as km
+from rustka.kafka.errors import ErrorCode
 from rustka.native import codec as p
 from rustka.record.batch import Record, decode_records, encode_batch
 from tools.frames import TOPIC_RE, FrameFuzzer, Script, creatable_topic
@@ -227,7 +228,17 @@ KAFKA_MAX_WAIT_MS = 100
 #: cache is not safe to fill from several threads at once (the broker uses it from the
 #: reactor thread only); the fuzzer's threads take turns.
 _CODEC_LOCK = threading.Lock()
-_CORRUPT_CODES = frozenset({2, 87})  # CORRUPT_MESSAGE, INVALID_RECORD
+#: What a corrupted audit batch may be refused with (docs/kafka.md, Produce validation):
+#: a bad CRC or record, and, when the damage lands on the attributes, the answers Kafka
+#: checks first: the transactional bit (no producer is authorized) or zstd below v7.
+_CORRUPT_CODES = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    }
+)
 
 
 @dataclass
