@@ -1,0 +1,101 @@
+"""librdkafka's own integration test suite against a real rustka broker (issue 16).
+
+The suite is the one of the librdkafka Debian ships (2.0.2), built by
+tools/librdkafka_suite.py into .cache/librdkafka/ against Debian's librdkafka,
+the library kcat uses. Which of its tests run, and which are known to fail and
+why, is docs/kafka.md's "librdkafka's test suite": this test runs that set
+against one broker and insists on exactly the documented outcome, so a fix shows
+up as a known failure that passes (to be struck from the list) and a regression
+as a new failure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from twisted.internet import threads
+
+from tests.conftest import start_broker, within
+from tools import librdkafka_suite as suite
+
+#: Wall-clock bound of the whole run; the tests themselves take about 5 minutes.
+RUN_BOUND_S = 1200
+
+
+@pytest.fixture
+def runner() -> Path:
+    """The built test runner, or a failure that says how to build it."""
+    try:
+        version = suite.installed_version()
+    except suite.SuiteError as exc:
+        pytest.fail(f"{exc} (scripts/test installs it)")
+    path = suite.runner_path(version)
+    if not path.exists():
+        pytest.fail(
+            f"librdkafka {version}'s test runner is not built ({path}): run "
+            "tools/librdkafka_suite.py build (scripts/test does, after adding a deb-src entry)"
+        )
+    return path
+
+
+def source_of(runner: Path) -> Path:
+    return runner.parents[1]
+
+
+def test_the_documented_lists_name_broker_tests_of_the_suite_with_a_reason(
+    runner: Path,
+) -> None:
+    tests = {t.name: t for t in suite.suite_tests(source_of(runner))}
+    not_run, known = suite.not_run(), suite.known_failures()
+    assert not_run and known, "docs/kafka.md lost a table of librdkafka's test suite"
+    assert sorted(set(not_run) - set(tests)) == [], "not-run entries the suite does not have"
+    assert sorted(set(known) - set(tests)) == [], "known failures the suite does not have"
+    assert sorted(set(not_run) & set(known)) == [], "listed both as not run and as failing"
+    # Broker-less and manual tests never run, so listing them would only be noise.
+    assert sorted(n for n in not_run if not tests[n].runs_against_a_broker) == []
+    assert sorted(n for n, why in {**not_run, **known}.items() if len(why) < 10) == [], (
+        "every entry needs its reason"
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_librdkafka_suite_passes_but_for_the_documented_failures(
+    tmp_path: Path, runner: Path
+) -> None:
+    chosen = suite.chosen(suite.suite_tests(source_of(runner)), suite.not_run())
+    known = suite.known_failures()
+    scenarios = sorted({t.scenario for t in chosen})
+    assert set(scenarios) <= set(suite.SCENARIO_SETTINGS), "a scenario without broker settings"
+    brokers = []
+    try:
+        for scenario in scenarios:
+            settings = suite.SCENARIO_SETTINGS[scenario]
+            brokers.append(await start_broker(tmp_path / f"data-{scenario}", **settings))
+        work = tmp_path / "runner"
+        work.mkdir()
+        bootstraps = {s: b.address for s, b in zip(scenarios, brokers, strict=True)}
+        outcomes = await within(
+            threads.deferToThread(suite.run, runner, chosen, bootstraps, work), RUN_BOUND_S
+        )
+    finally:
+        for running in brokers:
+            await running.stop()
+
+    states = {name: state for o in outcomes for name, state in o.states.items()}
+    assert sorted(states) == sorted(t.name for t in chosen)
+    outcome_of = {name: o for o in outcomes for name in o.states}
+    problems: list[str] = []
+    for name, state in sorted(states.items()):
+        if name in known and state == "PASSED":
+            problems.append(
+                f"{name} passes now: remove it from docs/kafka.md's known failures "
+                f"(listed because: {known[name]})"
+            )
+        elif name not in known and state != "PASSED":
+            details = "\n      ".join(outcome_of[name].failure_lines())
+            problems.append(
+                f"{name} {state}, and it is not a documented known failure:\n      {details}"
+            )
+    assert not problems, "librdkafka's test suite against rustka:\n  " + "\n  ".join(problems)
