@@ -7,7 +7,8 @@ time proportional to their size.
 
 The protocol has no correlation ids, so responses must leave in request order
 (docs/protocol.md, section 3, rule 1) even though the broker completes them out of order; each
-request gets a slot in a queue and the queue is flushed from its head.
+request gets a slot in the connection's `rustka.connections.ResponseQueue`, which writes
+answers from its head.
 
 Pipelining must not reorder *effects* either: a Fetch sent after a Produce on
 the same connection has to see that record, as it would in Kafka. Requests
@@ -30,7 +31,7 @@ from zope.interface import implementer
 
 from rustka.broker.core import Broker
 from rustka.config import Config
-from rustka.connections import close_all, start_serving
+from rustka.connections import ResponseQueue, Slot, close_all, start_serving
 from rustka.errors import InvalidRequest
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
@@ -51,20 +52,19 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def __init__(self) -> None:
         super().__init__()
-        self._slots: deque[list[Any]] = deque()
         self._reading_paused_by: set[str] = set()
         self._closed = False
         self._run_is_write = False
         self._run_pending = 0
-        self._held: deque[tuple[bool, p.Request, list[Any]]] = deque()
+        self._held: deque[tuple[bool, p.Request, Slot]] = deque()
         self._stall_timer: Any = None
-        self._finishing = False
         self._held_close: defer.Deferred[None] | None = None
         # Response bytes reserved before they are built (rustka.output_budget).
         self.budget = OutputBudget(0)
+        self._queue = ResponseQueue(self.budget)
         # Seed Produce requests started during this read, handed to the broker together.
         self._burst: list[p.Produce] = []
-        self._burst_slots: list[list[Any]] = []
+        self._burst_slots: list[Slot] = []
         self.requests = 0
 
     # -- connection lifecycle ---------------------------------------------------
@@ -76,7 +76,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._closed = True
         self.setTimeout(None)
         self._cancel_stall_timer()
-        self._slots.clear()
+        self._queue.clear()
         self._held.clear()
         if self._held_close is not None and not self._held_close.called:
             self._held_close.callback(None)
@@ -88,7 +88,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         A half-sent frame counts as idle (its sender stalled); a request still
         being served does not (the client is waiting on us, e.g. a long-poll).
         """
-        if self._slots:
+        if self._queue:
             self.resetTimeout()
             return
         self.log.info("dropping idle connection from {peer}", peer=str(self.transport.getPeer()))
@@ -129,9 +129,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         except InvalidRequest as e:
             self._respond_now(p.Error(f"bad request: {e}"))
             return
-        slot: list[Any] = [None, 0]
-        self._slots.append(slot)
-        if len(self._slots) >= self.factory.config.max_in_flight_per_connection:
+        slot = self._queue.push()
+        if len(self._queue) >= self.factory.config.max_in_flight_per_connection:
             self._pause_reading("in-flight")
         is_write = type(request) in WRITES
         if self._held or not self._may_start(is_write, request):
@@ -165,13 +164,16 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         """
         if self._run_pending and is_write != self._run_is_write:
             return False
+        if is_write:
+            # Writes answer with a few bytes: they reserve nothing (`_output_cost` is 0).
+            return True
         cost = self._output_cost(request)
         if cost and ("output" in self._reading_paused_by or not self.budget.admits(cost)):
             self._pause_reading("budget")
             return False
         return True
 
-    def _start(self, is_write: bool, request: p.Request, slot: list[Any]) -> None:
+    def _start(self, is_write: bool, request: p.Request, slot: Slot) -> None:
         self._run_is_write = is_write
         self._run_pending += 1
         if type(request) is p.Produce:
@@ -182,7 +184,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._burst:
             # Whatever starts after them must reach the broker after them.
             self._send_burst()
-        slot[1] = self.budget.reserve(self._output_cost(request))
+        slot.cost = self.budget.reserve(self._output_cost(request))
         self.factory.handler.handle(request).addCallback(self._completed, slot)
 
     def _send_burst(self) -> None:
@@ -191,12 +193,15 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._burst_slots = []
         self.factory.handler.produce_many(requests, slots, self._produced)
 
-    def _produced(self, slots: list[list[Any]], responses: list[p.Response]) -> None:
+    def _produced(self, slots: list[Slot], responses: list[p.Response]) -> None:
         self._run_pending -= len(slots)
         if self._closed:
             return
+        # Produces reserve nothing, so their answers go straight into their slots: with no
+        # reservation to settle, that is all `ResponseQueue.answer` would do.
+        framers = p.RESPONSE_FRAMERS
         for slot, response in zip(slots, responses, strict=True):
-            slot[0] = response
+            slot.parts = framers[type(response)](response)
         self._flush()
         if self._held:
             self._release_held()
@@ -226,41 +231,31 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     # -- sending, in order --------------------------------------------------------
 
     def _respond_now(self, response: p.Response) -> None:
-        slot: list[Any] = [response, 0]
-        self._slots.append(slot)
+        # The codec frames each response, prefix included (one struct call for a Produced).
+        self._queue.push_answer(p.RESPONSE_FRAMERS[type(response)](response))
         self._flush()
 
-    def _completed(self, response: p.Response, slot: list[Any]) -> None:
+    def _completed(self, response: p.Response, slot: Slot) -> None:
         self._run_pending -= 1
         if self._closed:
             return
-        slot[0] = response
-        if slot[1]:
-            slot[1] = self.budget.settle(slot[1], _payload_bytes(response))
+        self._queue.answer(
+            slot, p.RESPONSE_FRAMERS[type(response)](response), _payload_bytes(response)
+        )
         self._flush()
         if self._held:
             self._release_held()
 
     def _flush(self) -> None:
-        """Write every answered response at the head of the queue, in one writeSequence."""
-        slots = self._slots
-        out: list[bytes] = []
-        # The codec frames each response, prefix included (one struct call for a Produced).
-        framers = p.RESPONSE_FRAMERS
-        while slots and slots[0][0] is not None:
-            response, cost = slots.popleft()
-            if cost:
-                self.budget.release(cost)
-            out += framers[type(response)](response)
-        if out:
-            self.transport.writeSequence(out)
+        """Write the answers at the head of the queue; resume reading below the in-flight limit."""
+        queue = self._queue
+        idle = queue.flush(self.transport)
         if "in-flight" in self._reading_paused_by and (
-            len(slots) < self.factory.config.max_in_flight_per_connection // 2
+            len(queue) < self.factory.config.max_in_flight_per_connection // 2
         ):
             self._resume_reading("in-flight")
-        if not slots:
+        if idle:
             self.resetTimeout()
-            self._close_when_answered()
 
     # -- backpressure (IPushProducer, driven by the transport's write buffer) -----
 
@@ -319,17 +314,9 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._closed:
             return defer.succeed(None)
         self._pause_reading("shutdown")
-        self._finishing = True
         self._held_close = defer.Deferred()
-        self._close_when_answered()
+        self._queue.close_after_answers(self.transport)
         return self._held_close
-
-    def _close_when_answered(self) -> None:
-        if self._finishing and not self._slots:
-            # Unregister first: a paused streaming producer would otherwise be
-            # resumed when the write buffer drains, and the close never happen.
-            self.transport.unregisterProducer()
-            self.transport.loseConnection()
 
     @property
     def reading_paused(self) -> frozenset[str]:
@@ -339,7 +326,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     @property
     def pending(self) -> int:
         """Requests received and not yet answered (for the admin views)."""
-        return len(self._slots)
+        return len(self._queue)
 
 
 def _payload_bytes(response: p.Response) -> int:
