@@ -76,3 +76,11 @@ def test_no_module_imports_a_layer_above_its_own(path: Path) -> None:
 def test_the_table_covers_every_package() -> None:
     packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages == {"record", "storage", "broker", "native", "kafka", "client", "ops"}
+
+
+@pytest.mark.parametrize("helper", ["produce", "maintenance", "partition_lanes", "groups"])
+def test_the_cores_helpers_do_not_import_the_core(helper: str) -> None:
+    """They state what they need of it as a Protocol instead, so the core can own and
+    build them without an import cycle (not even one for type checking only)."""
+    imported = imports_of(ROOT / "broker" / f"{helper}.py")
+    assert not {name for name in imported if name.startswith("rustka.broker.core")}

@@ -53,8 +53,15 @@ Reads:
   ``committed_offsets(group, partitions)``, ``group_offsets(group)`` (lag),
   ``group_names()``.
 
-Groups. ``groups`` is where a group coordinator hangs (None until one is
-installed); the core itself only stores committed offsets.
+Groups. ``groups`` is the broker's one `GroupCoordinator`, built here with the
+config's group settings (session-timeout bounds, initial rebalance delay), so
+every front-end and admin view sees the same groups under the same rules; the
+core itself stores the committed offsets.
+
+Parts. The produce path (`Appends`) and the background passes (`Maintenance`)
+share one `PartitionLanes` (each partition's write lane and the dirty marks),
+created here and handed to both; each states what it needs of the core as a
+Protocol (`AppendsCore`, `MaintenanceCore`) and never imports this module.
 
 Lifecycle (for `rustka.broker.service.BrokerService`): ``open_storage``,
 ``when_ready``, ``drain``, ``close_storage``; background passes
@@ -73,9 +80,17 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from rustka.broker.groups import GroupCoordinator
 from rustka.broker.lanes import IOPool, Lane
-from rustka.broker.maintenance import OFFSETS_KEY, Maintenance
-from rustka.broker.produce import AppendResult, Appends, KeyedRecord, RecordsReply
+from rustka.broker.maintenance import Maintenance
+from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionLanes, WriteMany
+from rustka.broker.produce import (
+    AppendResult,
+    Appends,
+    KeyedRecord,
+    RecordsReply,
+    lane_writer,
+)
 from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.broker.waiters import Waiters
 from rustka.config import Config
@@ -213,10 +228,18 @@ class Broker:
         self.flush_interval = config.flush == "interval"
         # Kafka's message.max.bytes: no stored batch may be larger than a native frame.
         self.max_batch_bytes = config.max_batch_bytes or config.max_frame_bytes
-        self.groups: Any = None
         self.waiters = Waiters(reactor)
-        self.appends = Appends(self)
-        self.maintenance = Maintenance(self)
+        self.lanes = PartitionLanes(io, self._lane_writer, track_dirty=self.flush_interval)
+        self.appends = Appends(self, self.lanes)
+        self.maintenance = Maintenance(self, self.lanes)
+        # One coordinator for both protocols' groups (docs/kafka.md, "Groups").
+        self.groups = GroupCoordinator(
+            reactor,
+            self,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
         self._open_failure: Failure | None = None
         self._ready: list[defer.Deferred[None]] = []
         self._deleting: set[str] = set()
@@ -309,7 +332,7 @@ class Broker:
         """Refuse new work, answer parked long-polls, wait for lanes and reads to finish."""
         self.state = STOPPING
         self.waiters.release_all()
-        lanes = [*self.appends.lanes.values()]
+        lanes = self.lanes.all()
         if self.offsets_lane is not None:
             lanes.append(self.offsets_lane)
         idle = [lane.when_idle() for lane in lanes]
@@ -389,7 +412,11 @@ class Broker:
 
     def lane(self, topic: str, partition: int) -> Lane:
         """The serial lane that owns writes to one partition."""
-        return self.appends.lane(topic, partition)
+        return self.lanes.lane(topic, partition)
+
+    def _lane_writer(self, topic: str, partition: int) -> WriteMany:
+        """A new lane's writer; raises for a partition that does not exist."""
+        return lane_writer(self.partition(topic, partition))
 
     # -- appends ---------------------------------------------------------------------------
 
@@ -531,14 +558,13 @@ class Broker:
         logs = self._check_open()
         self._deleting.add(name)
         keys = [(name, index) for index in range(len(topic.partitions))]
-        lanes = [self.appends.lanes.pop(key) for key in keys if key in self.appends.lanes]
-        idle = defer.gatherResults([lane.when_idle() for lane in lanes])
+        idle = defer.gatherResults([lane.when_idle() for lane in self.lanes.retire(keys)])
         d = idle.addCallback(lambda _: self._run(logs.delete_topic, name))
 
         def finished(result: Any) -> Any:
             self._deleting.discard(name)
+            self.lanes.retire(keys)
             for key in keys:
-                self.maintenance.dirty.discard(key)
                 self.waiters.wake(key)
             return None if not isinstance(result, Failure) else result
 
@@ -593,8 +619,7 @@ class Broker:
         return lane.append(commits).addCallback(self._committed)
 
     def _committed(self, _: None) -> None:
-        if self.flush_interval:
-            self.maintenance.dirty.add(OFFSETS_KEY)
+        self.lanes.mark_dirty(OFFSETS_KEY)
 
     def _write_commits(self, items: list[list[tuple[str, str, int, int]]]) -> list[None]:
         """Runs on the pool: all queued commits in one batch, one write, one fsync."""

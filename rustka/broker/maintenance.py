@@ -6,24 +6,29 @@ never errbacks, one failing partition never stops the others, and a partition
 whose flush failed stays dirty so the next pass retries it. Every failure is
 counted in ``BrokerStats.background_failures`` by task and logged, at most once
 a minute per task and partition.
+
+The lanes and dirty marks come from the core that creates `Maintenance`
+(`PartitionLanes`, shared with the produce path); what else it needs of the
+core is `MaintenanceCore`, so this module never imports the core.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from rustka.broker.lanes import Lane
+from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionKey, PartitionLanes
+from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.record.batch import ms_now
-
-if TYPE_CHECKING:
-    from rustka.broker.core import Broker
-
-PartitionKey = tuple[str, int]
-OFFSETS_KEY: PartitionKey = ("__offsets", 0)
+from rustka.storage.log_manager import LogManager
+from rustka.storage.offsets import OffsetsStore
+from rustka.storage.partition_log import PartitionLog
 
 FLUSH = "flush"
 RETENTION = "retention"
@@ -33,15 +38,31 @@ OFFSETS_COMPACTION = "offsets_compaction"
 BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION)
 
 
+class MaintenanceCore(Protocol):
+    """What `Maintenance` needs of the broker core (`rustka.broker.core.Broker` is one).
+
+    ``logs``, ``offsets`` and ``offsets_lane`` are None until the storage is open.
+    """
+
+    reactor: IReactorTime
+    stats: BrokerStats
+    log_limiter: LogLimiter
+    logs: LogManager | None
+    offsets: OffsetsStore | None
+    offsets_lane: Lane | None
+
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
+
+
 class Maintenance:
     """The background passes of one broker; see the module docstring."""
 
     log = Logger()
 
-    def __init__(self, core: Broker) -> None:
+    def __init__(self, core: MaintenanceCore, lanes: PartitionLanes) -> None:
         self._core = core
-        # Partitions (and OFFSETS_KEY) written since their last successful flush.
-        self.dirty: set[PartitionKey] = set()
+        self._lanes = lanes
         self._flushing: set[PartitionKey] = set()
 
     def flush_dirty(self) -> defer.Deferred[None]:
@@ -51,8 +72,9 @@ class Maintenance:
         still running from the previous pass is not queued twice.
         """
         core = self._core
+        lanes = self._lanes
         work: list[defer.Deferred[None]] = []
-        for key in list(self.dirty):
+        for key in lanes.dirty:
             if key in self._flushing:
                 continue
             try:
@@ -62,10 +84,10 @@ class Maintenance:
                         continue
                     d = lane.submit(offsets.flush)
                 else:
-                    lane = core.appends.lanes.get(key)
+                    lane = lanes.existing(key)
                     if lane is None:
                         # the partition is gone (deleted topic): nothing left to flush
-                        self.dirty.discard(key)
+                        lanes.mark_clean(key)
                         continue
                     d = lane.submit(core.partition(*key).flush)
             except Exception:
@@ -77,7 +99,7 @@ class Maintenance:
 
     def _flushed(self, _: Any, key: PartitionKey) -> None:
         self._flushing.discard(key)
-        self.dirty.discard(key)
+        self._lanes.mark_clean(key)
 
     def _flush_failed(self, failure: Failure, key: PartitionKey) -> None:
         self._flushing.discard(key)
@@ -101,7 +123,7 @@ class Maintenance:
             for index, plog in enumerate(list(topic.partitions)):
                 key = (name, index)
                 try:
-                    d = core.appends.lane(name, index).submit(plog.enforce_retention, now)
+                    d = self._lanes.lane(name, index).submit(plog.enforce_retention, now)
                 except Exception:
                     self.failed(Failure(), RETENTION, key)
                     continue
@@ -143,7 +165,7 @@ class Maintenance:
             if core.logs is None or key[0] not in core.logs.topics:
                 return
             plog = core.partition(*key)
-            d = core.appends.lane(*key).submit(plog.release_deleted)
+            d = self._lanes.lane(*key).submit(plog.release_deleted)
         except Exception:
             self.failed(Failure(), RETENTION, key)
             return

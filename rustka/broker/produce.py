@@ -13,9 +13,13 @@ Both queue their payload on the partition's `Lane` (``append_to``), so
 concurrent appends to a partition, from any connection and either protocol,
 coalesce into one write and one fsync (group commit), and both finish in
 `Appends._appended`: bytes and records counted, the partition marked dirty for
-interval flushing, parked long-polls woken. Per-connection order is the
+interval flushing (`PartitionLanes.mark_dirty`), parked long-polls woken.
+Per-connection order is the
 front-end's job (it hands appends over in arrival order); the lane keeps that
 order on disk.
+
+`Appends` gets the lanes from the core that creates it and states what else it
+needs of the core in `AppendsCore`, so it never imports the core.
 
 Topics that do not exist yet are auto-created on the pool. Every append to a
 topic in creation waits in one queue and is replayed in arrival order once the
@@ -24,14 +28,17 @@ topic exists, so order holds across the creation too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from rustka.broker.lanes import Lane
+from rustka.broker.partition_lanes import PartitionLanes, WriteMany
+from rustka.broker.stats import BrokerStats
+from rustka.broker.waiters import Waiters
 from rustka.errors import RustkaError, UnknownTopic
 from rustka.names import validate_topic
 from rustka.record.batch import (
@@ -43,9 +50,7 @@ from rustka.record.batch import (
     parse_header,
 )
 from rustka.storage.partition_log import AppendInfo, PartitionLog
-
-if TYPE_CHECKING:
-    from rustka.broker.core import Broker
+from rustka.storage.topic import Topic
 
 PartitionKey = tuple[str, int]
 KeyedRecord = tuple[str, bytes | None, bytes | None]
@@ -97,26 +102,40 @@ def seed_batches(records: Sequence[KeyedRecord]) -> tuple[bytes, list[tuple[int,
     return (batches[0] if len(batches) == 1 else b"".join(batches)), validated
 
 
-class Appends:
-    """The partition lanes and the auto-create queue of one broker; see the module docstring."""
+class AppendsCore(Protocol):
+    """What `Appends` needs of the broker core (`rustka.broker.core.Broker` is one)."""
 
-    def __init__(self, core: Broker) -> None:
+    max_batch_bytes: int
+    """Kafka's message.max.bytes: the largest batch a client may store."""
+    stats: BrokerStats
+    waiters: Waiters
+
+    @property
+    def topics(self) -> Mapping[str, Topic]: ...
+
+    def check_serving(self) -> None:
+        """Raise the `BrokerUnavailable` that says why appends cannot run now."""
+
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
+
+    def auto_create_topic(self, name: str) -> defer.Deferred[Topic]:
+        """Create ``name`` with the default partitions, or raise why it may not be."""
+
+
+def lane_writer(plog: PartitionLog) -> WriteMany:
+    """The ``write_many`` of a partition's lane: `write_batches` on its log."""
+    return functools.partial(write_batches, plog)
+
+
+class Appends:
+    """The auto-create queue of one broker and its appends; see the module docstring."""
+
+    def __init__(self, core: AppendsCore, lanes: PartitionLanes) -> None:
         self._core = core
-        self.lanes: dict[PartitionKey, Lane] = {}
+        self._lanes = lanes
         # Topics being auto-created -> continuations waiting for them, in arrival order.
         self._creating: dict[str, list[Callable[[Failure | None], None]]] = {}
-
-    # -- lanes -------------------------------------------------------------------
-
-    def lane(self, topic: str, partition: int) -> Lane:
-        """The serial lane that owns writes to one partition."""
-        key = (topic, partition)
-        lane = self.lanes.get(key)
-        if lane is None:
-            plog = self._core.partition(topic, partition)
-            lane = Lane(self._core.io, lambda items: _write_batches(plog, items))
-            self.lanes[key] = lane
-        return lane
 
     # -- batches -------------------------------------------------------------------
 
@@ -126,7 +145,7 @@ class Appends:
         """Store ``batches`` on the partition's lane, validated there before the write.
 
         Validation checks every record and decompresses compressed batches, so it
-        runs on the I/O pool with the write (`_write_batches`), never on the
+        runs on the I/O pool with the write (`write_batches`), never on the
         reactor; a payload that fails it is refused alone and nothing of it is
         stored, while the other appends coalesced into the same write go on.
         """
@@ -143,7 +162,7 @@ class Appends:
             try:
                 core.check_serving()
                 plog = core.partition(topic, partition)
-                lane = self.lane(topic, partition)
+                lane = self._lanes.lane(topic, partition)
             except Exception:
                 d.errback(Failure())
                 return
@@ -189,10 +208,10 @@ class Appends:
             else:
                 group[0].append(record)
                 group[1].append(token)
-        lanes = self.lanes
+        lanes = self._lanes
         for key, (recs, toks) in groups.items():
             try:
-                lane = lanes.get(key) or self.lane(*key)
+                lane = lanes.existing(key) or lanes.lane(*key)
                 payload, validated = seed_batches(recs)
             except Exception:
                 reply(toks, key[1], Failure(), context)
@@ -263,13 +282,12 @@ class Appends:
             stats = core.stats
             stats.bytes_in += size
             stats.records_in += last - first + 1
-            if core.flush_interval:
-                core.maintenance.dirty.add(key)
+            self._lanes.mark_dirty(key)
             core.waiters.wake(key)
         sink(result, key, sink_context)
 
 
-def _write_batches(
+def write_batches(
     plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
 ) -> list[AppendInfo]:
     """Runs on the pool: one coalesced write (and fsync) for queued appends.

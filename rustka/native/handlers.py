@@ -155,9 +155,7 @@ class NativeHandler:
         Their coordinator-assigned partitions would otherwise get a second reader and
         offsets written past their backs (docs/kafka.md, "Consumer groups").
         """
-        coordinator = self.broker.groups
-        if coordinator is not None:
-            coordinator.require_no_active_members(group)
+        self.broker.groups.require_no_active_members(group)
 
     def _commit(self, req: p.Commit) -> defer.Deferred[p.Response]:
         self._kafka_members_absent(req.group)

@@ -364,7 +364,7 @@ def kafka_group_rows(broker: Any) -> list[GroupRow]:
     without a commit counts from its log start.
     """
     coordinator = broker.groups
-    if coordinator is None or broker.logs is None:
+    if broker.logs is None:
         return []
     rows: list[GroupRow] = []
     for group_id, _ptype, _state in coordinator.list_groups():

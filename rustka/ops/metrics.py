@@ -258,11 +258,10 @@ class BrokerCollector(Collector):
             labels=("group",),
         )
         coordinator = self.broker.groups
-        if coordinator is not None:
-            for group_id, _ptype, _state in coordinator.list_groups():
-                desc = coordinator.describe(group_id)
-                members.add_metric((group_id, desc.state), len(desc.members))
-                generation.add_metric((group_id,), desc.generation_id)
+        for group_id, _ptype, _state in coordinator.list_groups():
+            desc = coordinator.describe(group_id)
+            members.add_metric((group_id, desc.state), len(desc.members))
+            generation.add_metric((group_id,), desc.generation_id)
         yield members
         yield generation
 

@@ -31,7 +31,7 @@ from twisted.logger import Logger
 from twisted.python import usage
 from twisted.python.failure import Failure
 
-from rustka.broker.groups import GroupCoordinator
+from rustka.broker.core import Broker
 from rustka.broker.service import BrokerService
 from rustka.config import Config, ConfigError
 from rustka.kafka.server import KafkaFactory
@@ -56,13 +56,12 @@ class _ShutdownConnections(service.Service):
 class _StopGroups(service.Service):
     """Answers every group request still waiting (JoinGroup, SyncGroup) before the drain."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def stopService(self) -> None:
         super().stopService()
-        if self.broker.groups is not None:
-            self.broker.groups.close()
+        self.broker.groups.close()
 
 
 class BrokerTree(service.MultiService):
@@ -88,14 +87,6 @@ class BrokerTree(service.MultiService):
         self.broker_service = BrokerService(config, reactor)
         self.broker = self.broker_service.broker
         self.factory = BrokerFactory(self.broker, config, reactor)
-        # One coordinator for both protocols' groups, on the core (docs/kafka.md, "Groups").
-        self.broker.groups = GroupCoordinator(
-            reactor,
-            self.broker,
-            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=config.group_min_session_timeout_ms,
-            max_session_timeout_ms=config.group_max_session_timeout_ms,
-        )
         self.kafka_factory: KafkaFactory | None = None
         if config.kafka_enabled:
             self.kafka_factory = KafkaFactory(self.broker, config, reactor)

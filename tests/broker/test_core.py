@@ -127,7 +127,7 @@ async def test_both_append_paths_share_one_group_commit(broker: RunningBroker) -
         answers[f"b{i}"] = (await within(d)).base_offset
     expected = [x for i in range(50) for x in (f"r{i}", f"b{i}")]
     assert [answers[token] for token in expected] == list(range(100))
-    lane = core.appends.lanes[("mix", 0)]
+    lane = core.lane("mix", 0)
     assert lane.items == 100 and lane.hops < 20
 
 

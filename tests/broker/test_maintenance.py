@@ -73,10 +73,10 @@ async def test_a_failed_flush_stays_dirty_and_is_retried(broker_factory: Any) ->
         await fill(running, "bad")
         await fill(running, "good")
         bad = flaky(running, "bad", "flush")
-        assert core.maintenance.dirty >= {("bad", 0), ("good", 0)}
+        assert core.lanes.dirty >= {("bad", 0), ("good", 0)}
         await within(core.flush_dirty())
-        assert ("bad", 0) in core.maintenance.dirty
-        assert ("good", 0) not in core.maintenance.dirty
+        assert ("bad", 0) in core.lanes.dirty
+        assert ("good", 0) not in core.lanes.dirty
         assert core.stats.background_failures == {"flush": 1}
         registry = metrics_registry(core, running.factory, core.io)
         page = generate_latest(registry).decode()
@@ -84,7 +84,7 @@ async def test_a_failed_flush_stays_dirty_and_is_retried(broker_factory: Any) ->
         assert 'rustka_background_failures_total{task="retention"} 0.0' in page
         bad.failing.clear()
         await within(core.flush_dirty())
-        assert core.maintenance.dirty == set()
+        assert core.lanes.dirty == set()
         assert core.stats.background_failures == {"flush": 1}
     finally:
         await running.stop()
