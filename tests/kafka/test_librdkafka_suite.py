@@ -20,7 +20,7 @@ from twisted.internet import threads
 from tests.conftest import start_broker, within
 from tools import librdkafka_suite as suite
 
-#: Wall-clock bound of the whole run; the tests themselves take about 5 minutes.
+#: Wall-clock bound of the whole run; the tests themselves take about 3 minutes.
 RUN_BOUND_S = 1200
 
 
@@ -42,6 +42,74 @@ def runner() -> Path:
 
 def source_of(runner: Path) -> Path:
     return runner.parents[1]
+
+
+#: The deb822 file of a fresh Debian bookworm image, comments and all.
+BOOKWORM_SOURCES = """\
+Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+
+def test_deb_src_entries_mirror_the_archives_the_machine_uses() -> None:
+    assert suite.deb_src_stanzas(BOOKWORM_SOURCES) == [
+        "Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg",
+        "Types: deb-src\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg",
+    ]
+    # A stanza that already has sources, or is disabled, gets no twin.
+    assert (
+        suite.deb_src_stanzas(BOOKWORM_SOURCES.replace("Types: deb\n", "Types: deb deb-src\n"))
+        == []
+    )
+    assert suite.deb_src_stanzas("Types: deb\nURIs: http://x\nSuites: s\nEnabled: no\n") == []
+    one_line = "deb http://deb.debian.org/debian bookworm main\n# deb http://old stretch main\n"
+    assert suite.deb_src_lines(one_line) == ["deb-src http://deb.debian.org/debian bookworm main"]
+    assert (
+        suite.deb_src_lines(one_line + "deb-src http://deb.debian.org/debian bookworm main\n") == []
+    )
+
+
+def test_a_runners_output_gives_each_test_its_state() -> None:
+    """Banners as the runner prints them (colours included); a failure line wins."""
+    green, red, off = "\x1b[32m", "\x1b[31m", "\x1b[0m"
+    aborted = (
+        f'[0044_partition_cnt / 0.2s] {red}### Test "0044_partition_cnt" failed at '
+        "test.c:4877:test_admin_create_partitions() at Tue Dec  1 22:08:46 2026: ###\n"
+    )
+    assert suite.parse_states(aborted, ["0044_partition_cnt"]) == {"0044_partition_cnt": "FAILED"}
+    sub_failed = (
+        f'{red}### Test "0055_producer_latency (test_producer_latency:185: transactions)" '
+        "failed at 0055-producer_latency.c:209\n"
+        f"[0055_producer_latency / 1s] {green}================= Test 0055_producer_latency "
+        f"PASSED ================={off}\n"
+    )
+    assert suite.parse_states(sub_failed, ["0055_producer_latency"]) == {
+        "0055_producer_latency": "FAILED"
+    }
+    summary = (
+        f"[0045_subscribe_update / 15s] {green}================= Test 0045_subscribe_update "
+        f"PASSED ================={off}\n"
+        "#==================================================================#\n"
+        f"|{green} 0045_subscribe_update                    |     PASSED |  15.061s {off}|\n"
+        "| 0045_subscribe_update_mock               |    SKIPPED |   0.000s | Filtered\n"
+    )
+    names = ["0045_subscribe_update", "0045_subscribe_update_mock", "0045_other"]
+    assert suite.parse_states(summary, names) == {
+        "0045_subscribe_update": "PASSED",
+        "0045_subscribe_update_mock": "SKIPPED",
+    }
 
 
 def test_the_documented_lists_name_broker_tests_of_the_suite_with_a_reason(
