@@ -78,7 +78,9 @@ def test_the_table_covers_every_package() -> None:
     assert packages == {"record", "storage", "broker", "native", "kafka", "client", "ops"}
 
 
-@pytest.mark.parametrize("helper", ["produce", "maintenance", "partition_lanes", "groups"])
+@pytest.mark.parametrize(
+    "helper", ["produce", "maintenance", "partition_lanes", "groups", "coordinator"]
+)
 def test_the_cores_helpers_do_not_import_the_core(helper: str) -> None:
     """They state what they need of it as a Protocol instead, so the core can own and
     build them without an import cycle (not even one for type checking only)."""

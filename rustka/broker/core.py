@@ -80,7 +80,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from rustka.broker.groups import GroupCoordinator
+from rustka.broker.coordinator import GroupCoordinator
 from rustka.broker.lanes import IOPool, Lane
 from rustka.broker.maintenance import Maintenance
 from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionLanes, WriteMany

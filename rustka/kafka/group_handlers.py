@@ -2,7 +2,8 @@
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, ListGroups and DescribeGroups (versions as `rustka.kafka.messages`
-declares them). The rules live in `rustka.broker.groups.GroupCoordinator`; this
+declares them). The rules live in the core's coordinator (``broker.groups``, a
+`rustka.broker.coordinator.GroupCoordinator`); this
 module only translates between Kafka's request/response shapes and its plain
 results, whose error fields already carry Kafka's codes. Offsets are read and
 written through the broker core (``commit_offsets``/``committed_offsets``), the
@@ -19,7 +20,8 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from rustka.broker.groups import GroupCoordinator, JoinResult, SyncResult
+from rustka.broker.coordinator import JoinRequest
+from rustka.broker.groups import JoinResult, SyncResult
 from rustka.errors import RustkaError
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.handlers import Body, RequestContext, advertised_address, error_code, handler
@@ -28,25 +30,6 @@ from rustka.names import validate_group
 _INT32_MIN = -(2**31)
 _GROUP_KEY = 0
 _NO_OFFSET = -1
-
-
-def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    """The broker's coordinator; installed on first use if the service did not install one.
-
-    It lives on the core (``broker.groups``) so the native protocol and the admin
-    tools see the same groups.
-    """
-    broker = ctx.broker
-    gc = getattr(broker, "groups", None)
-    if gc is None:
-        config = ctx.factory.config
-        gc = GroupCoordinator(
-            ctx.factory.reactor,
-            broker,
-            initial_rebalance_delay_ms=getattr(config, "group_initial_rebalance_delay_ms", 0),
-        )
-        broker.groups = gc
-    return gc
 
 
 def _valid_group(group_id: str) -> bool:
@@ -87,20 +70,20 @@ def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
 
 @handler(11)
 def join_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
-    session = body["session_timeout_ms"]
-    d = coordinator(ctx).join(
+    request = JoinRequest(
         body["group_id"],
         body["member_id"],
         protocol_type=body["protocol_type"],
         protocols=[(p["name"], p["metadata"]) for p in body["protocols"]],
-        session_timeout_ms=session,
-        # v0 has no rebalance timeout: Kafka uses the session timeout for both.
-        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else session,
+        session_timeout_ms=body["session_timeout_ms"],
+        # v0 has no rebalance timeout: Kafka uses the session timeout for both (-1).
+        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
         instance_id=body.get("group_instance_id") if version >= 5 else None,
         client_id=ctx.header.client_id or "",
         client_host=_client_host(ctx),
         require_known_member_id=version >= 4,
     )
+    d = ctx.broker.groups.join(request)
     return d.addCallback(_join_body)
 
 
@@ -124,7 +107,7 @@ def _join_body(r: JoinResult) -> Body:
 
 @handler(14)
 def sync_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
-    d = coordinator(ctx).sync(
+    d = ctx.broker.groups.sync(
         body["group_id"],
         body["generation_id"],
         body["member_id"],
@@ -143,7 +126,7 @@ def _sync_body(r: SyncResult) -> Body:
 
 @handler(12)
 def heartbeat(ctx: RequestContext, version: int, body: Body) -> Body:
-    code = coordinator(ctx).heartbeat(
+    code = ctx.broker.groups.heartbeat(
         body["group_id"],
         body["generation_id"],
         body["member_id"],
@@ -157,7 +140,7 @@ def heartbeat(ctx: RequestContext, version: int, body: Body) -> Body:
 
 @handler(13)
 def leave_group(ctx: RequestContext, version: int, body: Body) -> Body:
-    gc = coordinator(ctx)
+    gc = ctx.broker.groups
     if version < 3:
         result = gc.leave(body["group_id"], [(body["member_id"], None)])
         # One member: its error is the request's error (Kafka's v0-2 answer).
@@ -188,7 +171,7 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
 
     if not _valid_group(group):
         return defer.succeed(every_partition(E.INVALID_GROUP_ID))
-    fenced = coordinator(ctx).check_commit(
+    fenced = ctx.broker.groups.check_commit(
         group,
         body.get("generation_id_or_member_epoch", -1),
         body.get("member_id", ""),
@@ -292,14 +275,14 @@ def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
         "error_code": 0,
         "groups": [
             {"group_id": group, "protocol_type": protocol_type}
-            for group, protocol_type, _state in coordinator(ctx).list_groups()
+            for group, protocol_type, _state in ctx.broker.groups.list_groups()
         ],
     }
 
 
 @handler(15)
 def describe_groups(ctx: RequestContext, version: int, body: Body) -> Body:
-    gc = coordinator(ctx)
+    gc = ctx.broker.groups
     groups = []
     for group_id in body["groups"]:
         if not _valid_group(group_id):

@@ -37,11 +37,11 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from rustka.broker.groups import consumer_assignment, format_assignment
 from rustka.config import ConfigError
 from rustka.errors import UnknownTopic
 from rustka.names import validate_topic
 from rustka.native import codec as p
+from rustka.ops.assignments import consumer_assignment, format_assignment
 from rustka.ops.listeners import Listener
 
 MAX_AUTHORIZED_KEYS_BYTES = 1024 * 1024

@@ -8,7 +8,9 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
+from rustka.broker.coordinator import GroupCoordinator, JoinRequest
 from rustka.broker.core import EARLIEST, LATEST, AppendResult, Broker, OffsetAtTime
+from rustka.broker.groups import GroupErrorCode, JoinResult
 from rustka.broker.lanes import IOPool
 from rustka.config import Config
 from rustka.errors import (
@@ -248,5 +250,45 @@ async def test_storage_that_cannot_open_fails_when_ready(tmp_path: Any) -> None:
         assert core.state == "failed"
         with pytest.raises(BrokerUnavailable, match="storage failed to open"):
             core.check_serving()
+    finally:
+        io.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_core_builds_its_coordinator_from_the_config(tmp_path: Any) -> None:
+    """No service tree needed: a bare core has its coordinator, with the config's bounds,
+    and the coordinator sees the core's committed groups (its `CommittedGroups`)."""
+    from twisted.internet import reactor
+
+    settings = {
+        "data_dir": str(tmp_path / "d"),
+        "group_min_session_timeout_ms": 2000,
+        "group_max_session_timeout_ms": 5000,
+        "group_initial_rebalance_delay_ms": 0,
+    }
+    io = IOPool(reactor, threads=1)
+    io.startService()
+    core = Broker(Config().updated(settings), io, reactor)
+    try:
+        groups = core.groups
+        assert isinstance(groups, GroupCoordinator) and groups.offsets is core
+
+        def join(session_ms: int) -> defer.Deferred[JoinResult]:
+            return groups.join(JoinRequest("g", "", "consumer", [("range", b"")], session_ms))
+
+        for outside in (1999, 5001):
+            assert (await within(join(outside))).error == GroupErrorCode.INVALID_SESSION_TIMEOUT
+        inside = await within(join(2000))
+        assert (inside.error, inside.generation_id) == (GroupErrorCode.NONE, 1)  # no delay
+        await within(core.open_storage())
+        await within(core.create_topic("t", 1))
+        await within(core.commit_offsets("native", {("t", 0): 0}))
+        assert groups.list_groups() == [
+            ("g", "consumer", "CompletingRebalance"),
+            ("native", "consumer", "Empty"),
+        ]
+        groups.close()
+        await within(core.drain())
+        await within(io.run(core.close_storage))
     finally:
         io.stopService()

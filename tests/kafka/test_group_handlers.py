@@ -39,8 +39,7 @@ async def kafka(tmp_path: Path) -> AsyncIterator[tuple[RunningBroker, Any]]:
     finally:
         await client.close()
         await port.stopListening()
-        if running.broker.groups is not None:
-            running.broker.groups.close()
+        running.broker.groups.close()
         await running.stop()
 
 
@@ -54,10 +53,12 @@ async def call(client: Any, api_key: int, body: dict[str, Any], version: int) ->
     return await within(client.request(api_key, body, version))
 
 
-async def join(client: Any, member_id: str = "", version: int = 5) -> Any:
+async def join(
+    client: Any, member_id: str = "", version: int = 5, session_timeout_ms: int = 10_000
+) -> Any:
     body = {
         "group_id": GROUP,
-        "session_timeout_ms": 10_000,
+        "session_timeout_ms": session_timeout_ms,
         "rebalance_timeout_ms": 10_000,
         "member_id": member_id,
         "group_instance_id": None,
@@ -163,3 +164,40 @@ async def test_group_lifecycle_over_the_wire(kafka: tuple[RunningBroker, Any]) -
     # Empty now: a standalone commit (generation -1) is accepted again.
     assert codes(await call(client, 8, commit(-1, 11), 7)) == [0]
     assert running.broker.committed_offsets(GROUP) == {(TOPIC, 0): 11}
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_entrance_meets_the_configs_session_timeout_bounds(tmp_path: Path) -> None:
+    """The core builds the one coordinator with its bounds: a Kafka client on the shared
+    port, one on a KafkaFactory built on the core alone (no service tree), and the core's
+    own API all refuse a session timeout outside them with INVALID_SESSION_TIMEOUT (26)."""
+    from twisted.internet import reactor
+
+    from rustka.broker.coordinator import JoinRequest
+    from rustka.kafka.client import connect_kafka
+    from rustka.kafka.server import KafkaFactory
+
+    running = await start_broker(
+        tmp_path, group_min_session_timeout_ms=2000, group_max_session_timeout_ms=5000
+    )
+    port = reactor.listenTCP(
+        0, KafkaFactory(running.broker, running.config, reactor), interface="127.0.0.1"
+    )
+    clients = []
+    try:
+        for address in (running.address, f"127.0.0.1:{port.getHost().port}"):
+            clients.append(await within(_deferred(connect_kafka(reactor, address))))
+        for client in clients:
+            for session in (1999, 5001):
+                refused = await join(client, session_timeout_ms=session)
+                assert (refused["error_code"], refused["member_id"]) == (26, "")
+            assert (await join(client, session_timeout_ms=2000))["error_code"] == 79
+        core = running.broker.groups
+        for session in (1999, 5001):
+            request = JoinRequest(GROUP, "", "consumer", [("range", b"")], session)
+            assert (await within(core.join(request))).error == 26
+    finally:
+        for client in clients:
+            await client.close()
+        await port.stopListening()
+        await running.stop()

@@ -28,8 +28,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer, threads
 
-from rustka.broker.groups import consumer_assignment
 from rustka.errors import RustkaError
+from rustka.ops.assignments import consumer_assignment
 from rustka.ops.manhole import admin_namespace, kafka_group_rows
 from tests.conftest import LogWatcher, RunningBroker, start_broker, within
 

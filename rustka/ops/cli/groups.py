@@ -6,6 +6,7 @@ import argparse
 from typing import Any, TextIO
 
 from rustka.errors import RustkaError
+from rustka.ops.assignments import consumer_assignment
 from rustka.ops.cli.common import (
     EXIT_OK,
     CommandError,
@@ -83,8 +84,6 @@ async def _kafka_groups(args: argparse.Namespace, group: str | None) -> Any:
 
 def _describe_group(desc: Any, kafka: Any, group: str) -> dict[str, Any]:
     """One group for ``groups describe``: coordinator state and members beside the lag."""
-    from rustka.broker.groups import consumer_assignment
-
     members = []
     owner: dict[tuple[str, int], dict[str, Any]] = {}
     for m in (kafka or {}).get("members", []):
