@@ -33,9 +33,9 @@ that connects and says nothing is dropped after `idle_timeout_ms`.
 from __future__ import annotations
 
 import struct
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from twisted.internet.interfaces import IAddress, ITransport
+from twisted.internet.interfaces import IAddress
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.protocols.policies import TimeoutMixin
@@ -238,9 +238,3 @@ class ProtocolSwitchFactory(Factory):
         if self.kafka is not None:
             self.kafka.doStop()
         super().doStop()
-
-
-def unwrap(transport: ITransport) -> Any:
-    """The protocol really serving ``transport`` (for admin views)."""
-    proto = getattr(transport, "protocol", None)
-    return proto.inner if isinstance(proto, ProtocolSwitch) else proto
