@@ -53,6 +53,13 @@ Reads:
   ``committed_offsets(group, partitions)``, ``group_offsets(group)`` (lag),
   ``group_names()``.
 
+Identity:
+
+- ``cluster_id() -> str`` (a Deferred): the data dir's cluster id, created on
+  first use and the same after every restart (Kafka's Metadata names it).
+- ``new_producer_id() -> int``: a producer id no earlier call, in this run or
+  any before it, handed out (Kafka's InitProducerId).
+
 Groups. ``groups`` is the broker's one `GroupCoordinator`, built here with the
 config's group settings (session-timeout bounds, initial rebalance delay), so
 every front-end and admin view sees the same groups under the same rules; the
@@ -70,6 +77,7 @@ Lifecycle (for `rustka.broker.service.BrokerService`): ``open_storage``,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +115,7 @@ from rustka.errors import (
 )
 from rustka.names import validate_group, validate_topic
 from rustka.record.batch import Record
+from rustka.storage import cluster_id
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
@@ -246,6 +255,9 @@ class Broker:
         self._pool_work = 0
         self._pool_quiet: list[defer.Deferred[None]] = []
         self._partitions_in_creation = 0
+        self._cluster_id: str | None = None
+        self._cluster_id_waiters: list[defer.Deferred[str]] = []
+        self._last_producer_id = 0
 
     # -- state -------------------------------------------------------------------
 
@@ -670,6 +682,48 @@ class Broker:
         self._check_open()
         assert self.offsets is not None
         return sorted(self.offsets.groups())
+
+    # -- identity -----------------------------------------------------------------------
+
+    def cluster_id(self) -> defer.Deferred[str]:
+        """The data dir's cluster id, read (or created) once on the I/O pool.
+
+        Created on first use rather than at startup, so a data dir no Kafka client
+        asked about keeps no file for it. A failure reaches every caller waiting
+        for it, and the next call tries again.
+        """
+        if self._cluster_id is not None:
+            return defer.succeed(self._cluster_id)
+        d: defer.Deferred[str] = defer.Deferred()
+        self._cluster_id_waiters.append(d)
+        if len(self._cluster_id_waiters) == 1:
+            self._run(cluster_id.load_or_create, Path(self.config.data_dir)).addCallbacks(
+                self._got_cluster_id, self._cluster_id_failed
+            )
+        return d
+
+    def _got_cluster_id(self, value: str) -> None:
+        self._cluster_id = value
+        waiters, self._cluster_id_waiters = self._cluster_id_waiters, []
+        for d in waiters:
+            d.callback(value)
+
+    def _cluster_id_failed(self, failure: Failure) -> None:
+        self.log.failure("cannot read or create the cluster id", failure)
+        waiters, self._cluster_id_waiters = self._cluster_id_waiters, []
+        for d in waiters:
+            d.errback(failure)
+
+    def new_producer_id(self) -> int:
+        """A producer id never handed out before, by this or any earlier run of the broker.
+
+        Ids are the clock in milliseconds times 1024 plus a counter, always above the
+        last one given: restarts take a later clock, so no id repeats unless the
+        clock goes backwards by more than the broker's downtime.
+        """
+        candidate = int(time.time() * 1000) << 10
+        self._last_producer_id = max(candidate, self._last_producer_id + 1)
+        return self._last_producer_id
 
     # -- background work ------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -292,3 +293,53 @@ async def test_the_core_builds_its_coordinator_from_the_config(tmp_path: Any) ->
         await within(io.run(core.close_storage))
     finally:
         io.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_cluster_id_is_created_once_and_kept_across_a_restart(
+    broker_factory: Any, data_dir: Any
+) -> None:
+    running = await broker_factory()
+    try:
+        assert not (data_dir / "cluster-id").exists()  # created on first use only
+        first, second = running.broker.cluster_id(), running.broker.cluster_id()
+        ids = {await within(first), await within(second)}
+        (cluster,) = ids
+        assert len(cluster) == 22
+        assert (data_dir / "cluster-id").read_text().strip() == cluster
+    finally:
+        await running.stop()
+    again = await broker_factory()
+    try:
+        assert await within(again.broker.cluster_id()) == cluster
+    finally:
+        await again.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_cluster_id_that_cannot_be_read_fails_its_callers_and_is_retried(
+    broker_factory: Any, data_dir: Any
+) -> None:
+    running = await broker_factory()
+    try:
+        blocker = data_dir / "cluster-id"
+        blocker.mkdir()
+        waiting = [running.broker.cluster_id(), running.broker.cluster_id()]
+        for d in waiting:
+            with pytest.raises(OSError, match="cannot read"):
+                await within(d)
+        blocker.rmdir()
+        cluster = await within(running.broker.cluster_id())
+        assert blocker.read_text().strip() == cluster
+    finally:
+        await running.stop()
+
+
+def test_producer_ids_only_grow_and_start_from_the_clock(tmp_path: Any) -> None:
+    from twisted.internet import reactor
+
+    core = Broker(Config().updated({"data_dir": str(tmp_path / "d")}), IOPool(reactor), reactor)
+    before = int(time.time() * 1000) << 10
+    ids = [core.new_producer_id() for _ in range(5000)]
+    assert ids[0] >= before
+    assert ids == sorted(set(ids))
