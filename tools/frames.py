@@ -118,7 +118,8 @@ class FrameFuzzer:
             for version in range(api.min_version, api.max_version + 1)
             for client_id in (None, "", "fz-client")
         ]
-        self._unknown_keys = [key for key in range(256) if key not in km.APIS]
+        # Keys 0-127 are Kafka's (served or not: docs/protocol.md, rule 2), so only above.
+        self._unknown_keys = list(range(128, 256))
 
     # -- well-formed requests of every op ------------------------------------------
 
@@ -270,7 +271,7 @@ class FrameFuzzer:
 
         Each kind breaks a rule of docs/protocol.md's "Which first frames go to
         Kafka" by construction: cut short, bytes after the body, a version or a
-        key the front-end does not serve, a client id length that does not fit.
+        key no Kafka client sends, a client id length that does not fit.
         """
         rng = self.rng
         key, template = rng.choice(self._kafka_requests)
@@ -282,11 +283,12 @@ class FrameFuzzer:
         elif how == 1:
             request += rng.randbytes(rng.randint(1, 16))
         elif how == 2:
-            api = km.APIS[key]
-            # An ApiVersions above its range is served (with the table): only below.
-            wrong = [api.min_version - 1, -0x8000]
+            # Versions 0-31 are Kafka's, served or not (docs/protocol.md, rule 3), and an
+            # ApiVersions above its range is served (with the table): only negative ones,
+            # or far above for the other APIs.
+            wrong = [-1, -0x8000]
             if key != km.ApiKey.API_VERSIONS:
-                wrong += [api.max_version + 1, 0x7FFF]
+                wrong += [32, 0x7FFF]
             _I16.pack_into(request, 2, rng.choice(wrong))
         elif how == 3:
             _I16.pack_into(request, 0, rng.choice(self._unknown_keys))

@@ -10,7 +10,10 @@ kill the connection"). So a first frame goes to the Kafka front-end only when
 it is a complete request that front-end would serve: an API key it declares, a
 version it serves (or, for ApiVersions, any newer one, which it answers with its
 table), a client id that fits the frame, and a body that decodes and ends where
-the frame ends. Anything else, op 0 included, is the native protocol's.
+the frame ends; or when it is a whole Kafka request header (key 0-127, version
+0-31, a client id that fits) of an API or version rustka does not serve, which
+the front-end closes, as Kafka does, rather than leave a Kafka client to misread a
+native Error. Anything else, op 0 included, is the native protocol's.
 docs/protocol.md ("Which first frames go to Kafka") states the rule byte for
 byte; `first_frame_protocol` is it.
 
@@ -55,9 +58,23 @@ _FIRST_PAYLOAD_BYTE: Final = _LENGTH.size
 _SHORTEST_KAFKA_REQUEST: Final = struct.calcsize("!hhih")
 #: The first byte of every declared API key (big-endian int16): all of them are 0x00.
 _KEY_FIRST_BYTES: Final = frozenset(key.to_bytes(2, "big", signed=True)[0] for key in ApiKey)
+#: Kafka's API keys (0 Produce ... SaslHandshake 17 ... the newest, in the 70s) and
+#: versions (none above 20 so far) lie well inside these: a first request with a key
+#: and version in them is a Kafka client's even when rustka does not serve it, and
+#: the Kafka front-end closes that connection as Kafka does, instead of the native
+#: protocol answering with an Error frame the client would misread.
+_KAFKA_KEYS: Final = range(0, 128)
+_KAFKA_VERSIONS: Final = range(0, 32)
 #: What a generated decoder may raise besides KafkaCodecError on hostile bytes (the
 #: codec's entry points translate the same ones; rustka/kafka/schema.py).
 _DECODE_ERRORS: Final = (struct.error, IndexError, ValueError)
+
+
+def _kafka_client(api_key: int, version: int) -> bool:
+    """Whether a key and version are a Kafka client's: served, or plausibly Kafka's."""
+    return _kafka_version(api_key, version) or (
+        api_key in _KAFKA_KEYS and version in _KAFKA_VERSIONS
+    )
 
 
 def _kafka_version(api_key: int, version: int) -> bool:
@@ -92,7 +109,9 @@ def is_kafka_request(payload: bytes | bytearray | memoryview) -> bool:
         return False
     key, version = header.api_key, header.api_version
     if not _kafka_version(key, version):
-        return False
+        # A Kafka client's request rustka does not serve (SaslHandshake, an old
+        # OffsetCommit): its header is whole, and the front-end closes the connection.
+        return _kafka_client(key, version)
     if not messages.APIS[key].supports(version):
         return True  # a newer ApiVersions: the front-end answers without reading the body
     # The version's own decoder, for where the body ends: a first request must end
@@ -131,7 +150,7 @@ def first_frame_protocol(
         return "native"
     if have >= _KEY_VERSION.size:
         key, version = _KEY_VERSION.unpack_from(head, _FIRST_PAYLOAD_BYTE)
-        if not _kafka_version(key, version):
+        if not _kafka_client(key, version):
             return "native"
     if have < length:
         return None
