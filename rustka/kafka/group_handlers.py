@@ -9,7 +9,8 @@ results, whose error fields already carry Kafka's codes. Offsets are read and
 written through the broker core (``commit_offsets``/``committed_offsets``), the
 same ``__offsets`` log the native protocol uses (docs/kafka.md, "Consumer groups").
 
-Importing the module registers the handlers in `rustka.kafka.handlers.HANDLERS`.
+This module registers nothing: `rustka.kafka.apis` lists which handler serves each
+API key.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from twisted.python.failure import Failure
 from rustka.broker.coordinator import JoinRequest
 from rustka.broker.groups import JoinResult, SyncResult
 from rustka.errors import RustkaError
+from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
-from rustka.kafka.handlers import Body, RequestContext, advertised_address, error_code, handler
 from rustka.names import validate_group
 
 _INT32_MIN = -(2**31)
@@ -49,7 +50,6 @@ def _client_host(ctx: RequestContext) -> str:
 # -- FindCoordinator (10) --------------------------------------------------------
 
 
-@handler(10)
 def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
     # Transaction keys get this node too: the client then asks InitProducerId with its
     # transactional id and is refused there with a fatal error (docs/kafka.md,
@@ -68,7 +68,6 @@ def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
 # -- JoinGroup (11) --------------------------------------------------------------
 
 
-@handler(11)
 def join_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     request = JoinRequest(
         body["group_id"],
@@ -105,7 +104,6 @@ def _join_body(r: JoinResult) -> Body:
 # -- SyncGroup (14) --------------------------------------------------------------
 
 
-@handler(14)
 def sync_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     d = ctx.broker.groups.sync(
         body["group_id"],
@@ -124,7 +122,6 @@ def _sync_body(r: SyncResult) -> Body:
 # -- Heartbeat (12) --------------------------------------------------------------
 
 
-@handler(12)
 def heartbeat(ctx: RequestContext, version: int, body: Body) -> Body:
     code = ctx.broker.groups.heartbeat(
         body["group_id"],
@@ -138,7 +135,6 @@ def heartbeat(ctx: RequestContext, version: int, body: Body) -> Body:
 # -- LeaveGroup (13) -------------------------------------------------------------
 
 
-@handler(13)
 def leave_group(ctx: RequestContext, version: int, body: Body) -> Body:
     gc = ctx.broker.groups
     if version < 3:
@@ -161,7 +157,6 @@ def leave_group(ctx: RequestContext, version: int, body: Body) -> Body:
 # -- OffsetCommit (8) ------------------------------------------------------------
 
 
-@handler(8)
 def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     group = body["group_id"]
     topics = body["topics"]
@@ -229,7 +224,6 @@ def _commit_body(topics: list[Body], code_of: Any) -> Body:
 # -- OffsetFetch (9) -------------------------------------------------------------
 
 
-@handler(9)
 def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
     group = body["group_id"]
     requested = body.get("topics")
@@ -268,7 +262,6 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
 # -- ListGroups (16) / DescribeGroups (15) ---------------------------------------
 
 
-@handler(16)
 def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
     return {
         "throttle_time_ms": 0,
@@ -280,7 +273,6 @@ def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
     }
 
 
-@handler(15)
 def describe_groups(ctx: RequestContext, version: int, body: Body) -> Body:
     gc = ctx.broker.groups
     groups = []

@@ -2,38 +2,27 @@
 
 A handler takes the request context, the API version and the decoded body (the
 dict shape of `rustka.kafka.messages`) and returns the response body, a
-Deferred of it, or None when Kafka sends no response (Produce with acks=0).
-Handlers never touch storage or the native protocol: the core is the only
-thing they call, so both front-ends see the same topics, offsets and groups.
+Deferred of it, or None when Kafka sends no response (Produce with acks=0);
+`rustka.kafka.context` defines what it is given. Handlers never touch storage
+or the native protocol: the core is the only thing they call, so both
+front-ends see the same topics, offsets and groups.
 
-`HANDLERS` maps API keys to handlers; the front-end advertises exactly these
-(docs/kafka.md, "APIs and versions"). The group APIs add theirs from
-`rustka.kafka.group_handlers`.
+This module registers nothing: `rustka.kafka.apis` lists which handler serves
+each API key, these and the group APIs' (`rustka.kafka.group_handlers`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rustka import errors
+from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
-from rustka.kafka.schema import RequestHeader
-from rustka.record.batch import CorruptMessage, InvalidTimestamp
-
-if TYPE_CHECKING:
-    from rustka.kafka.server import KafkaFactory, KafkaProtocol
-
-Body = dict[str, Any]
-Handler = Callable[["RequestContext", int, Body], "Body | defer.Deferred[Body | None] | None"]
-
-HANDLERS: dict[int, Handler] = {}
 
 # Kafka's answer for "no such record": ListOffsets' timestamp and offset of -1.
 _NONE = -1
@@ -47,63 +36,6 @@ _SOURCE_DEFAULT = 5
 _SOURCE_STATIC_BROKER = 4
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """What a handler may know about the request besides its body."""
-
-    factory: KafkaFactory
-    connection: KafkaProtocol
-    header: RequestHeader
-
-    @property
-    def broker(self) -> Any:
-        return self.factory.broker
-
-
-def handler(api_key: int) -> Callable[[Handler], Handler]:
-    """Register a handler: adding an API is its declaration in messages.py plus this."""
-
-    def register(f: Handler) -> Handler:
-        HANDLERS[api_key] = f
-        return f
-
-    return register
-
-
-def error_code(failure_or_exc: Failure | BaseException) -> int:
-    """Kafka's error code for a core error (the mapping of docs/kafka.md, "Errors")."""
-    exc = failure_or_exc.value if isinstance(failure_or_exc, Failure) else failure_or_exc
-    for cls, code in _ERROR_MAP:
-        if isinstance(exc, cls):
-            return code
-    return E.UNKNOWN_SERVER_ERROR
-
-
-def _error_map() -> list[tuple[type[BaseException], int]]:
-    """Most specific classes first: the first match wins."""
-    return [
-        (errors.UnknownTopic, E.UNKNOWN_TOPIC_OR_PARTITION),
-        (errors.UnknownPartition, E.UNKNOWN_TOPIC_OR_PARTITION),
-        (errors.OffsetOutOfRange, E.OFFSET_OUT_OF_RANGE),
-        (CorruptMessage, E.CORRUPT_MESSAGE),
-        (errors.CorruptBatch, E.CORRUPT_MESSAGE),
-        (errors.RecordTooLarge, E.MESSAGE_TOO_LARGE),
-        (errors.OutOfOrderSequence, E.OUT_OF_ORDER_SEQUENCE_NUMBER),
-        (errors.ProducerFenced, E.INVALID_PRODUCER_EPOCH),
-        (InvalidTimestamp, E.INVALID_TIMESTAMP),
-        (errors.InvalidBatch, E.INVALID_RECORD),
-        (errors.TopicExists, E.TOPIC_ALREADY_EXISTS),
-        (errors.InvalidPartitionCount, E.INVALID_PARTITIONS),
-        (errors.InvalidName, E.INVALID_TOPIC_EXCEPTION),
-        (errors.StorageError, E.KAFKA_STORAGE_ERROR),
-        (errors.BrokerUnavailable, E.NOT_LEADER_OR_FOLLOWER),
-        (errors.InvalidRequest, E.INVALID_REQUEST),
-    ]
-
-
-_ERROR_MAP = _error_map()
-
-
 def _message(failure: Failure) -> str:
     return str(failure.value) or type(failure.value).__name__
 
@@ -111,7 +43,6 @@ def _message(failure: Failure) -> str:
 # -- ApiVersions (18) ------------------------------------------------------------
 
 
-@handler(18)
 def api_versions(ctx: RequestContext, version: int, body: Body) -> Body:
     if version >= 3:
         name = body.get("client_software_name") or ""
@@ -128,21 +59,6 @@ def api_versions(ctx: RequestContext, version: int, body: Body) -> Body:
 
 
 # -- Metadata (3) ----------------------------------------------------------------
-
-
-def advertised_address(ctx: RequestContext) -> tuple[str, int]:
-    """The host:port clients must reconnect to: configured, else the one they reached."""
-    config = ctx.factory.config
-    host = getattr(config, "advertised_host", None)
-    port = getattr(config, "advertised_port", None)
-    local = ctx.connection.transport.getHost()
-    if not host:
-        host = getattr(local, "host", "127.0.0.1")
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-    if not port:
-        port = getattr(local, "port", 9092)
-    return str(host), int(port)
 
 
 def _partition_metadata(index: int) -> Body:
@@ -166,7 +82,6 @@ def _topic_metadata(name: str, partitions: int) -> Body:
     }
 
 
-@handler(3)
 def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
     requested = body.get("topics")
@@ -237,7 +152,6 @@ _TRANSACTIONAL_BIT = 0x10
 _FIRST_ZSTD_PRODUCE = 7
 
 
-@handler(0)
 def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None] | None:
     broker = ctx.broker
     acks = body["acks"]
@@ -406,7 +320,6 @@ def _produce_failed(failure: Failure, index: int) -> Body:
 # -- InitProducerId (22) ---------------------------------------------------------
 
 
-@handler(22)
 def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body:
     if body.get("transactional_id") is not None:
         # No transactions here: a transactional producer must fail clearly, not hang.
@@ -427,7 +340,6 @@ def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body:
 # -- Fetch (1) -------------------------------------------------------------------
 
 
-@handler(1)
 def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
     config = ctx.factory.config
@@ -528,7 +440,6 @@ def _fetch_partition(
 # -- ListOffsets (2) -------------------------------------------------------------
 
 
-@handler(2)
 def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
 
@@ -576,7 +487,6 @@ def broker_topic_configs(broker: Any) -> dict[str, str]:
     return broker.default_topic_configs()
 
 
-@handler(19)
 def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
     validate_only = body.get("validate_only", False)
@@ -638,7 +548,6 @@ def _created(name: str, code: int, message: str | None) -> Body:
     return {"name": name, "error_code": code, "error_message": message}
 
 
-@handler(20)
 def delete_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
 
@@ -655,7 +564,6 @@ def delete_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     return defer.ensureDeferred(answer())
 
 
-@handler(32)
 def describe_configs(ctx: RequestContext, version: int, body: Body) -> Body:
     broker = ctx.broker
     configs = broker_topic_configs(broker)

@@ -4,7 +4,8 @@ What is checked here is the connection level of docs/kafka.md: which port serves
 which protocol (the shared `listen` port, `kafka_listen` endpoints, the
 `kafka_enabled` switch), what Metadata advertises, the cluster id across a
 restart, what an unsupported API key or version does to a connection, and the
-output budget of a client that pipelines Fetches and never reads.
+output budget of a client that pipelines Fetches and never reads, and the
+hang-up after the answers of a failed handler or a graceful close.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from twisted.internet import defer, threads
 from twisted.protocols.basic import Int32StringReceiver
 
 from rustka.kafka import messages
+from rustka.kafka.apis import HANDLERS
 from rustka.kafka.client import KafkaClientProtocol, connect_kafka
+from rustka.kafka.context import Body, RequestContext
 from rustka.kafka.errors import ErrorCode
-from rustka.kafka.server import KafkaProtocol
+from rustka.kafka.server import KafkaFactory, KafkaProtocol
 from rustka.native import codec as p
 from tests.conftest import RunningBroker, within
 
@@ -416,6 +419,99 @@ async def test_pipelined_fetches_of_a_client_that_never_reads_stay_within_the_bu
         ids = await within(threads.deferToThread(_read_frames, sock, count), 60)
         assert ids == list(range(count))
         assert factory.stats[FETCH].requests == count
+    finally:
+        sock.close()
+        await running.stop()
+
+
+# -- hanging up after the answers -----------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_handler_that_fails_later_hangs_up_after_the_answers_before_it(
+    broker: RunningBroker,
+) -> None:
+    """A handler whose Deferred fails has no answer to give: the answers before it go
+    out, then the connection closes, and the request behind it is never read."""
+    from twisted.internet import reactor
+
+    def failing(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None]:
+        d: defer.Deferred[Body | None] = defer.Deferred()
+        reactor.callLater(0, d.errback, RuntimeError("the handler broke"))
+        return d
+
+    factory = KafkaFactory(
+        broker.broker, broker.config, reactor, handlers={**HANDLERS, METADATA: failing}
+    )
+    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+    try:
+        c = await raw(port.getHost().port)
+        c.transport.write(
+            framed(messages.encode_request(API_VERSIONS, 0, 1, "t", {}))
+            + framed(messages.encode_request(METADATA, 1, 2, "t", {"topics": []}))
+            + framed(messages.encode_request(API_VERSIONS, 0, 3, "t", {}))
+        )
+        await within(c.lost)
+        [versions] = c.frames
+        assert messages.decode_response(API_VERSIONS, 0, versions)[0] == 1
+        assert factory.stats[API_VERSIONS].requests == 1
+        assert not factory.connections
+    finally:
+        await port.stopListening()
+
+
+def _read_until_closed(sock: socket.socket) -> list[int]:
+    """Blocking: read response frames until the broker hangs up; their correlation ids."""
+    sock.settimeout(20)
+    buf = bytearray()
+    while chunk := sock.recv(1 << 20):
+        buf += chunk
+    ids: list[int] = []
+    while buf:
+        (size,) = struct.unpack_from("!I", buf)
+        ids.append(struct.unpack_from("!i", buf, 4)[0])
+        del buf[: 4 + size]
+    return ids
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_graceful_close_of_a_client_that_stopped_reading_closes_once_it_reads(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """Shutdown reaches a connection whose client stopped reading, so its transport has
+    paused it: once the client reads what it was sent, the connection closes then, not
+    at the idle timeout."""
+    from twisted.internet import reactor, task
+
+    running = await broker_factory(
+        max_output_bytes_per_connection=512 * 1024, flush="never", idle_timeout_ms=600_000
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        c = await running.client()
+        await c.create_topic("big", 1)
+        await c.produce("big", b"k", b"x" * (128 * 1024))
+        await c.close()
+        count = 60
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", running.port))
+        sock.sendall(b"".join(_fetch_frame(i, "big") for i in range(count)))
+        local_port = sock.getsockname()[1]
+        factory = running.top.kafka_factory
+        for _ in range(200_000):
+            matches = [k for k in factory.connections if k.transport.getPeer().port == local_port]
+            if matches and matches[0]._paused_by_client and not matches[0].pending:
+                break
+            await task.deferLater(reactor, 0, lambda: None)
+        else:
+            raise AssertionError("the client that never reads never paused its connection")
+        [proto] = matches
+        closed = proto.finish_and_close()
+        ids = await within(threads.deferToThread(_read_until_closed, sock), 30)
+        await within(closed)
+        assert 0 < len(ids) < count
+        assert ids == list(range(len(ids)))
+        assert proto not in factory.connections
     finally:
         sock.close()
         await running.stop()

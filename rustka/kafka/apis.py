@@ -1,0 +1,58 @@
+"""Which handler serves each Kafka API, and the one door every request passes to reach it.
+
+`HANDLERS` is the whole table, written out key by key from `messages.ApiKey`
+(as `rustka.native.handlers` lists its ops): the handlers of
+`rustka.kafka.handlers` and of `rustka.kafka.group_handlers` in one place, so
+what the front-end serves does not depend on which modules happen to have been
+imported. The front-end advertises exactly these APIs (docs/kafka.md, "APIs
+and versions"); adding one is its declaration in `rustka.kafka.messages`, its
+handler, and its line here.
+
+`dispatch` is where every decoded request goes before its handler runs, the
+one place a check that concerns every request (authorization) belongs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from twisted.internet import defer
+
+from rustka.kafka import group_handlers, handlers
+from rustka.kafka.context import Body, Handler, RequestContext
+from rustka.kafka.messages import ApiKey
+
+__all__ = ["HANDLERS", "dispatch"]
+
+HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: handlers.produce,
+        ApiKey.FETCH: handlers.fetch,
+        ApiKey.LIST_OFFSETS: handlers.list_offsets,
+        ApiKey.METADATA: handlers.metadata,
+        ApiKey.OFFSET_COMMIT: group_handlers.offset_commit,
+        ApiKey.OFFSET_FETCH: group_handlers.offset_fetch,
+        ApiKey.FIND_COORDINATOR: group_handlers.find_coordinator,
+        ApiKey.JOIN_GROUP: group_handlers.join_group,
+        ApiKey.HEARTBEAT: group_handlers.heartbeat,
+        ApiKey.LEAVE_GROUP: group_handlers.leave_group,
+        ApiKey.SYNC_GROUP: group_handlers.sync_group,
+        ApiKey.DESCRIBE_GROUPS: group_handlers.describe_groups,
+        ApiKey.LIST_GROUPS: group_handlers.list_groups,
+        ApiKey.API_VERSIONS: handlers.api_versions,
+        ApiKey.CREATE_TOPICS: handlers.create_topics,
+        ApiKey.DELETE_TOPICS: handlers.delete_topics,
+        ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
+        ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
+    }
+)
+"""API key -> its handler, for every API `rustka.kafka.messages` declares."""
+
+
+def dispatch(
+    handler: Handler, ctx: RequestContext, body: Body
+) -> Body | defer.Deferred[Body | None] | None:
+    """Run ``handler`` (the table's entry for ``ctx.header.api_key``) on a decoded request."""
+    return handler(ctx, ctx.header.api_version, body)
