@@ -86,3 +86,140 @@ def test_the_cores_helpers_do_not_import_the_core(helper: str) -> None:
     build them without an import cycle (not even one for type checking only)."""
     imported = imports_of(ROOT / "broker" / f"{helper}.py")
     assert not {name for name in imported if name.startswith("rustka.broker.core")}
+
+
+# -- no import cycles ------------------------------------------------------------------
+#
+# Two modules that import each other must change together, whether the import runs at
+# load time, inside a function or only for the type checker: every import statement
+# counts, ``if TYPE_CHECKING:`` blocks included.
+
+
+def module_files() -> dict[str, Path]:
+    """Every rustka module by its dotted name (a package by its own name)."""
+    out: dict[str, Path] = {}
+    for path in modules():
+        parts = ["rustka", *path.relative_to(ROOT).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imported_modules(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The rustka modules one module's source imports, anywhere in it.
+
+    ``from X import name`` imports the module X.name when there is one, else X; a
+    name that is no rustka module is followed up to the nearest enclosing one, and
+    imports of the module's own parent packages (``from rustka import errors`` in a
+    module imports ``rustka.errors``, but ``from rustka import __version__``
+    imports only ``rustka``, a parent) are left out, as is the module itself.
+    """
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                names.append(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    out: set[str] = set()
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module and not module.startswith(name + "."):
+            out.add(name)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    known = set(files)
+    return {
+        module: imported_modules(path.read_text(), module, path.name == "__init__.py", known)
+        for module, path in files.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one node (Tarjan), each
+    sorted: every set of modules that reach one another through their imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_cycles_finds_every_cycle_and_nothing_else() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c", "d"},
+        "c": {"a"},
+        "d": {"e"},
+        "e": {"d", "f"},
+        "f": set(),
+        "g": {"a"},
+    }
+    assert cycles(graph) == [["a", "b", "c"], ["d", "e"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_every_import_statement_counts_where_it_is_and_what_it_names() -> None:
+    known = {"rustka", "rustka.kafka", "rustka.kafka.server", "rustka.kafka.messages", "rustka.x"}
+    source = """
+from __future__ import annotations
+from typing import TYPE_CHECKING
+import rustka
+from rustka import x, __version__
+from rustka.kafka.messages import ApiKey
+from . import server
+if TYPE_CHECKING:
+    from rustka.kafka.server import KafkaFactory
+def later():
+    import rustka.kafka.messages
+"""
+    got = imported_modules(source, "rustka.kafka.handlers", False, known)
+    assert got == {"rustka.x", "rustka.kafka.messages", "rustka.kafka.server"}
+    only_typing = "if TYPE_CHECKING:\n    from rustka.kafka import server\n"
+    assert imported_modules(only_typing, "rustka.kafka.handlers", False, known) == {
+        "rustka.kafka.server"
+    }
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert "rustka.kafka.server" in graph["rustka.ops.tap"]
+    found = cycles(graph)
+    assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
