@@ -71,12 +71,6 @@ class Server(Protocol):
     def advertised_versions(self) -> list[tuple[int, int, int]]:
         """(key, min, max) of every API served, for ApiVersions."""
 
-    def cluster_id(self) -> defer.Deferred[str]:
-        """The data dir's cluster id, for Metadata."""
-
-    def new_producer_id(self) -> int:
-        """A producer id never handed out before, for InitProducerId."""
-
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:

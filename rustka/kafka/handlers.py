@@ -115,7 +115,7 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": 0, "host": host, "port": port, "rack": None}],
-            "cluster_id": await ctx.factory.cluster_id(),
+            "cluster_id": await ctx.broker.cluster_id(),
             "controller_id": 0,
             "topics": topics,
         }
@@ -332,7 +332,7 @@ def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body:
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
-        "producer_id": ctx.factory.new_producer_id(),
+        "producer_id": ctx.broker.new_producer_id(),
         "producer_epoch": 0,
     }
 

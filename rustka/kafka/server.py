@@ -29,7 +29,6 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from twisted.internet import defer, interfaces
@@ -51,7 +50,6 @@ from rustka.kafka.errors import ErrorCode
 from rustka.kafka.messages import ApiKey
 from rustka.kafka.schema import KafkaCodecError, RequestHeader
 from rustka.output_budget import OutputBudget
-from rustka.storage import cluster_id
 
 _LENGTH = struct.Struct("!I")
 # Read once: looking a member up on an Enum class costs ~0.2 us in CPython 3.11, and these
@@ -364,44 +362,6 @@ class KafkaFactory(Factory):
         self.stats: dict[int, ApiStats] = {}
         self.refused = 0
         self.bad_requests = 0
-        self._last_producer_id = 0
-        self._cluster_id: str | None = None
-        self._cluster_id_waiters: list[defer.Deferred[str]] = []
-
-    def cluster_id(self) -> defer.Deferred[str]:
-        """The data dir's cluster id, read (or created) once on the I/O pool."""
-        if self._cluster_id is not None:
-            return defer.succeed(self._cluster_id)
-        d: defer.Deferred[str] = defer.Deferred()
-        self._cluster_id_waiters.append(d)
-        if len(self._cluster_id_waiters) == 1:
-            self.broker.io.run(cluster_id.load_or_create, Path(self.config.data_dir)).addCallbacks(
-                self._got_cluster_id, self._cluster_id_failed
-            )
-        return d
-
-    def _got_cluster_id(self, value: str) -> None:
-        self._cluster_id = value
-        waiters, self._cluster_id_waiters = self._cluster_id_waiters, []
-        for d in waiters:
-            d.callback(value)
-
-    def _cluster_id_failed(self, failure: Failure) -> None:
-        self.log.failure("cannot read or create the cluster id", failure)
-        waiters, self._cluster_id_waiters = self._cluster_id_waiters, []
-        for d in waiters:
-            d.errback(failure)
-
-    def new_producer_id(self) -> int:
-        """A producer id never handed out before, by this or any earlier run of the broker.
-
-        Ids are the clock in milliseconds times 1024 plus a counter, always above the
-        last one given: restarts take a later clock, so no id repeats unless the
-        clock goes backwards by more than the broker's downtime.
-        """
-        candidate = int(time.time() * 1000) << 10
-        self._last_producer_id = max(candidate, self._last_producer_id + 1)
-        return self._last_producer_id
 
     def api_stats(self, api_key: int) -> ApiStats:
         stats = self.stats.get(api_key)

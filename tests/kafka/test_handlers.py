@@ -134,6 +134,37 @@ async def test_idempotent_retry_gets_its_first_offsets_and_gaps_are_refused(
 
 
 @pytest_twisted.ensureDeferred
+async def test_producer_ids_come_from_the_core_whichever_listener_asks(
+    broker: RunningBroker,
+) -> None:
+    """One allocator, the core's: a second Kafka front-end on the same core (as a
+    ``kafka_listen`` endpoint has) continues the same sequence, never repeating an id."""
+    from twisted.internet import reactor
+
+    from rustka.kafka.server import KafkaFactory
+
+    port = reactor.listenTCP(
+        0, KafkaFactory(broker.broker, broker.config, reactor), interface="127.0.0.1"
+    )
+    shared = await kafka(broker)
+    other = await within(
+        defer.ensureDeferred(connect_kafka(reactor, f"127.0.0.1:{port.getHost().port}"))
+    )
+    ask = {"transactional_id": None, "transaction_timeout_ms": 1}
+    try:
+        given = [broker.broker.new_producer_id()]
+        for _ in range(50):
+            for client in (shared, other):
+                given.append((await client.request(INIT_PID, ask))["producer_id"])
+        given.append(broker.broker.new_producer_id())
+        assert given == sorted(set(given))
+    finally:
+        await shared.close()
+        await other.close()
+        await port.stopListening()
+
+
+@pytest_twisted.ensureDeferred
 async def test_acks_zero_gets_no_answer_but_later_requests_do(broker: RunningBroker) -> None:
     k = await kafka(broker)
     try:
