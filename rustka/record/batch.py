@@ -53,6 +53,7 @@ from rustka.record.compression import (
 )
 
 __all__ = [
+    "DELETE_HORIZON_BIT",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAGIC",
@@ -66,11 +67,14 @@ __all__ = [
     "decode_records",
     "decode_varint",
     "decode_varlong",
+    "delete_horizon",
+    "empty_batch",
     "encode_batch",
     "encode_varint",
     "encode_varlong",
     "ms_now",
     "parse_header",
+    "rewrite_batch",
     "scan_batches",
     "set_base_offset",
     "validate_batches",
@@ -489,6 +493,139 @@ def compress_batch(batch: Buffer, codec: int | str) -> bytes:
     return prefix + bytes(covered)
 
 
+# --------------------------------------------------------------------------- rewriting
+
+DELETE_HORIZON_BIT = 0x40
+"""Attribute bit 6 (KIP-534): the batch's baseTimestamp is its tombstones' delete horizon."""
+_TIMESTAMP_TYPE_MASK = 0x08
+_EMPTY_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+def delete_horizon(header: BatchHeader) -> int | None:
+    """When the cleaner may drop this batch's tombstones, if a clean has set that time."""
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
+
+
+def _record_bytes(offset_delta: int, ts_delta: int, record: Record) -> bytes:
+    key, value, headers = record.key, record.value, record.headers
+    parts = [b"\x00", encode_varlong(ts_delta), encode_varint(offset_delta)]
+    if key is None:
+        parts.append(_NULL_LENGTH)
+    else:
+        parts.append(encode_varint(len(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(_NULL_LENGTH)
+    else:
+        parts.append(encode_varint(len(value)))
+        parts.append(value)
+    parts.append(_encode_headers(headers) if headers else _NO_HEADERS)
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def rewrite_batch(
+    header: BatchHeader, records: Sequence[Record], *, horizon: int | None = None
+) -> bytes:
+    """The stored batch ``header`` with only ``records`` (decoded from it) left in it.
+
+    What Kafka's cleaner writes for a batch it keeps part of
+    (``MemoryRecords.buildRetainedRecordsInto``): the base offset, the last
+    offset delta (so the producer's last sequence still follows from the
+    header), the producer id, epoch and base sequence, the partition leader
+    epoch, the timestamp type and the codec stay; each record keeps its offset
+    and its timestamp. The base timestamp is the first kept record's, or
+    ``horizon`` with the delete-horizon bit set (KIP-534), which is how the
+    batch remembers when its tombstones may go. maxTimestamp is the kept
+    records' largest timestamp, as Kafka's validator would compute it, except
+    for a LogAppendTime batch, whose stamp is kept.
+    """
+    if not records:
+        raise InvalidBatch("a rewritten batch keeps at least one record; use empty_batch")
+    base_offset = header.base_offset
+    base_ts = records[0].timestamp if horizon is None else horizon
+    if base_ts is None:
+        raise InvalidBatch("records to rewrite must carry their decoded timestamps")
+    parts: list[bytes] = []
+    max_ts = _NO_TIMESTAMP
+    previous = -1
+    for record in records:
+        offset, ts = record.offset, record.timestamp
+        if offset is None or ts is None:
+            raise InvalidBatch("records to rewrite must carry their decoded offsets and timestamps")
+        delta = offset - base_offset
+        if not previous < delta <= header.last_offset_delta:
+            raise InvalidBatch(
+                f"offset {offset} is outside the batch {base_offset}..{header.last_offset} "
+                f"or out of order"
+            )
+        previous = delta
+        if ts > max_ts:
+            max_ts = ts
+        parts.append(_record_bytes(delta, ts - base_ts, record))
+    body = b"".join(parts)
+    codec = header.attributes & _COMPRESSION_MASK
+    if codec:
+        body = compress(codec, body)
+    attributes = header.attributes & ~DELETE_HORIZON_BIT
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_BIT
+    if attributes & _TIMESTAMP_TYPE_MASK:
+        max_ts = header.max_timestamp
+    covered = (
+        _COVERED_HEADER.pack(
+            attributes,
+            header.last_offset_delta,
+            base_ts,
+            max_ts,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            len(records),
+        )
+        + body
+    )
+    prefix = _PREFIX_CRC.pack(
+        base_offset,
+        _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered),
+        header.partition_leader_epoch,
+        MAGIC,
+        crc32c(covered),
+    )
+    return prefix + covered
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """A header-only batch standing for ``header`` once the cleaner removed all its records.
+
+    Kafka keeps one (``DefaultRecordBatch.writeEmptyHeader``) where the batch
+    must still be seen: the last batch of an idempotent producer (its epoch and
+    last sequence, which the producer state is rebuilt from) and the last batch
+    of a cleaning round (the offset the round ended at). No records, no codec,
+    base timestamp -1, and the original offsets, maxTimestamp, producer fields,
+    leader epoch and timestamp type.
+    """
+    attributes = header.attributes & (_TIMESTAMP_TYPE_MASK | _TRANSACTIONAL_BIT | _CONTROL_BIT)
+    covered = _COVERED_HEADER.pack(
+        attributes,
+        header.last_offset_delta,
+        _NO_TIMESTAMP,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
+    prefix = _PREFIX_CRC.pack(
+        header.base_offset,
+        _EMPTY_BATCH_LENGTH,
+        header.partition_leader_epoch,
+        MAGIC,
+        crc32c(covered),
+    )
+    return prefix + covered
+
+
 # --------------------------------------------------------------------------- headers
 
 
@@ -542,7 +679,7 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
-_DELETE_HORIZON_BIT = 0x40
+_DELETE_HORIZON_BIT = DELETE_HORIZON_BIT
 _MAX_CODEC = 4
 _UINT32_LIMIT = 1 << 32
 _UINT64_LIMIT = 1 << 64
@@ -613,6 +750,7 @@ def accept_batches(
     *,
     max_batch_bytes: int | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    require_keys: bool = False,
 ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
     """A client's produce payload as the broker stores it: checked, maxTimestamp made true.
 
@@ -624,10 +762,14 @@ def accept_batches(
     there, and librdkafka sends 0 for records it gives no timestamp (-1).
     Returns the bytes to store (``buf`` itself unless a header changed) and the
     headers of those bytes.
+
+    ``require_keys`` is for a compacted topic: a record without a key could
+    never be compacted, so it is InvalidBatch (Kafka's LogValidator: "Compacted
+    topic cannot accept message without key", INVALID_RECORD).
     """
     data = buf if type(buf) is bytes else bytes(buf)
     stamps: list[tuple[int, int]] = []
-    validated = _validate(data, max_decompressed_bytes, max_batch_bytes, stamps)
+    validated = _validate(data, max_decompressed_bytes, max_batch_bytes, stamps, require_keys)
     if not stamps:
         return data, validated
     out = bytearray(data)
@@ -645,6 +787,7 @@ def _validate(
     max_decompressed_bytes: int,
     max_batch_bytes: int | None,
     stamps: list[tuple[int, int]] | None,
+    require_keys: bool = False,
 ) -> list[tuple[int, BatchHeader]]:
     """The checks of `validate_batches`; a wrong maxTimestamp goes to ``stamps`` if given.
 
@@ -698,9 +841,13 @@ def _validate(
                 records = decompress(codec, data[pos + HEADER_SIZE : end], max_decompressed_bytes)
             except InvalidBatch as exc:
                 raise InvalidBatch(f"{where}: {exc}") from None
-            low, high = _check_records(records, 0, len(records), header.record_count, where)
+            low, high = _check_records(
+                records, 0, len(records), header.record_count, where, require_keys
+            )
         else:
-            low, high = _check_records(data, pos + HEADER_SIZE, end, header.record_count, where)
+            low, high = _check_records(
+                data, pos + HEADER_SIZE, end, header.record_count, where, require_keys
+            )
         base_ts = header.base_timestamp
         if not (base_ts + low >= _INT64_MIN and base_ts + high <= _INT64_MAX):
             raise InvalidBatch(
@@ -752,8 +899,14 @@ def _check_header(header: BatchHeader, where: str) -> None:
         )
 
 
-def _check_records(data: bytes, i: int, end: int, count: int, where: str) -> tuple[int, int]:
-    """Check ``count`` records filling ``data[i:end]``; returns (min, max) timestamp delta."""
+def _check_records(
+    data: bytes, i: int, end: int, count: int, where: str, require_keys: bool = False
+) -> tuple[int, int]:
+    """Check ``count`` records filling ``data[i:end]``; returns (min, max) timestamp delta.
+
+    Records in a run share the first one's key length bytes (``_run``), so
+    ``require_keys`` needs checking only where a record is parsed singly.
+    """
     records_start = i
     index = 0
     low = _INT64_MAX
@@ -761,7 +914,7 @@ def _check_records(data: bytes, i: int, end: int, count: int, where: str) -> tup
     try:
         while index < count:
             at = i
-            i, ts_delta, layout = _parse_record(data, i, end, index)
+            i, ts_delta, layout = _parse_record(data, i, end, index, require_keys)
             if ts_delta < low:
                 low = ts_delta
             if ts_delta > high:
@@ -808,7 +961,7 @@ def _varint(data: bytes, i: int, end: int, max_bytes: int, limit: int) -> tuple[
 
 
 def _parse_record(
-    data: bytes, i: int, end: int, expected_delta: int
+    data: bytes, i: int, end: int, expected_delta: int, require_keys: bool = False
 ) -> tuple[int, int, tuple[int, ...] | None]:
     """Check one record field by field; returns (next position, timestamp delta, layout).
 
@@ -836,6 +989,8 @@ def _parse_record(
     key_width = i - key_at
     if klen < -1:
         raise _Bad(f"key length {klen} is negative")
+    if klen == -1 and require_keys:
+        raise _Bad("a compacted topic cannot accept a record without a key")
     if klen > 0:
         if klen > record_end - i:
             raise _Bad(f"key length {klen} runs past the end of the record")

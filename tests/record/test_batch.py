@@ -13,6 +13,7 @@ from crc32c import crc32c
 from rustka.errors import CorruptBatch, InvalidBatch, RecordTooLarge
 from rustka.record import batch as record_batch
 from rustka.record.batch import (
+    DELETE_HORIZON_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -25,10 +26,13 @@ from rustka.record.batch import (
     decode_records,
     decode_varint,
     decode_varlong,
+    delete_horizon,
+    empty_batch,
     encode_batch,
     encode_varint,
     encode_varlong,
     parse_header,
+    rewrite_batch,
     scan_batches,
     set_base_offset,
     validate_batches,
@@ -914,3 +918,116 @@ def test_validate_fast_and_slow_paths_agree(monkeypatch: pytest.MonkeyPatch) -> 
         else:
             verdicts["rejected"] += 1
     assert verdicts["accepted"] > 50 and verdicts["rejected"] > 50, verdicts
+
+
+# --------------------------------------------------------------------------- cleaner rewrites
+
+
+def producer_batch(
+    records: list[Record], codec: str | None = None, base_offset: int = 500
+) -> bytes:
+    """An idempotent producer's batch (id 77, epoch 3, sequence 40, leader epoch 9) at
+    ``base_offset``, compressed with ``codec``."""
+    data = bytearray(encode_batch(records, base_offset=base_offset))
+    struct.pack_into(">i", data, 12, 9)
+    struct.pack_into(">qhi", data, 43, 77, 3, 40)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    batch = bytes(data)
+    return batch if codec is None else compress_batch(batch, codec)
+
+
+CLEANER_RECORDS = [
+    Record(b"a", b"1", timestamp=TS + 5),
+    Record(b"b", b"2", (("h", b"x"), ("n", None)), timestamp=TS - 3),
+    Record(b"c", None, timestamp=TS + 9),
+    Record(b"d", b"4", timestamp=TS + 1),
+]
+
+
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_rewrite_batch_keeps_offsets_producer_fields_codec_and_timestamps(
+    codec: str | None,
+) -> None:
+    """Kafka's buildRetainedRecordsInto: the header's fields stay, each kept record keeps
+    its offset (so the offset deltas skip the removed ones) and its timestamp, the CRC is
+    recomputed, and a Kafka client's own reader (aiokafka's) reads the result the same."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    original = producer_batch(CLEANER_RECORDS, codec)
+    header = parse_header(original)
+    kept = [decode_records(original)[i] for i in (1, 3)]
+    rewritten = rewrite_batch(header, kept)
+    new = parse_header(rewritten)
+    assert crc_ok(rewritten, 0, new)
+    assert new.size == len(rewritten)
+    same = ("base_offset", "last_offset_delta", "producer_id", "producer_epoch", "base_sequence")
+    assert [getattr(new, f) for f in same] == [getattr(header, f) for f in same]
+    assert new.partition_leader_epoch == 9
+    assert new.attributes == header.attributes  # the codec bits, nothing added
+    assert new.record_count == 2
+    assert new.base_timestamp == TS - 3  # the first kept record's
+    assert new.max_timestamp == TS + 1  # the largest kept timestamp, as the validator has it
+    assert decode_records(rewritten) == kept
+    assert [(r.offset, r.timestamp) for r in kept] == [(501, TS - 3), (503, TS + 1)]
+    theirs = list(DefaultRecordBatch(bytearray(rewritten)))
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in theirs] == [
+        (r.offset, r.timestamp, r.key, r.value) for r in kept
+    ]
+
+
+def test_rewrite_batch_with_a_delete_horizon_sets_the_bit_and_base_timestamp() -> None:
+    """KIP-534: the horizon becomes the base timestamp, flagged by attribute bit 0x40; the
+    records' own timestamps (deltas from the new base, negative here) do not change."""
+    original = producer_batch(CLEANER_RECORDS, "zstd")
+    header = parse_header(original)
+    assert delete_horizon(header) is None
+    kept = decode_records(original)[1:3]
+    horizon = TS + 86_400_000
+    rewritten = rewrite_batch(header, kept, horizon=horizon)
+    new = parse_header(rewritten)
+    assert new.attributes == header.attributes | DELETE_HORIZON_BIT
+    assert delete_horizon(new) == horizon == new.base_timestamp
+    assert new.max_timestamp == TS + 9
+    assert decode_records(rewritten) == kept
+    # A later rewrite that keeps the horizon keeps it.
+    again = rewrite_batch(new, decode_records(rewritten)[:1], horizon=delete_horizon(new))
+    assert delete_horizon(parse_header(again)) == horizon
+
+
+def test_rewrite_batch_refuses_records_outside_or_out_of_order() -> None:
+    header = parse_header(producer_batch(CLEANER_RECORDS))
+    records = decode_records(producer_batch(CLEANER_RECORDS))
+    with pytest.raises(InvalidBatch, match="outside"):
+        rewrite_batch(header, [records[2], records[0]])
+    with pytest.raises(InvalidBatch, match="outside"):
+        rewrite_batch(header, [Record(b"k", b"v", timestamp=TS, offset=499)])
+    with pytest.raises(InvalidBatch, match="at least one"):
+        rewrite_batch(header, [])
+
+
+def test_empty_batch_is_a_header_with_the_offsets_and_producer_fields() -> None:
+    """Kafka's writeEmptyHeader: no records, no codec, base timestamp -1, the rest kept."""
+    header = parse_header(producer_batch(CLEANER_RECORDS, "gzip"))
+    empty = empty_batch(header)
+    new = parse_header(empty)
+    assert len(empty) == HEADER_SIZE == new.size
+    assert crc_ok(empty, 0, new)
+    assert (new.base_offset, new.last_offset, new.record_count) == (500, 503, 0)
+    assert (new.producer_id, new.producer_epoch, new.base_sequence) == (77, 3, 40)
+    assert (new.base_timestamp, new.max_timestamp) == (-1, header.max_timestamp)
+    assert new.attributes == 0 and new.partition_leader_epoch == 9
+    assert decode_records(empty) == []
+
+
+def test_a_compacted_topic_refuses_records_without_a_key() -> None:
+    """Kafka's LogValidator on a compacted topic: a null key is INVALID_RECORD
+    (InvalidBatch), in a run of records as well as in a record parsed alone."""
+    keyed = encode_batch([Record(b"k%d" % i, b"v") for i in range(20)], timestamp=TS)
+    assert accept_batches(keyed, require_keys=True)[1]
+    one = encode_batch([Record(None, b"v")], timestamp=TS)
+    many = encode_batch([Record(b"k", b"v")] * 10 + [Record(None, b"v")] * 10, timestamp=TS)
+    nulls = encode_batch([Record(None, b"v")] * 20, timestamp=TS)
+    for batch in (one, many, compress_batch(nulls, "lz4")):
+        assert accept_batches(batch)[1]
+        with pytest.raises(InvalidBatch, match="compacted topic cannot accept a record without"):
+            accept_batches(batch, require_keys=True)
