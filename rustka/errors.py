@@ -93,11 +93,12 @@ class StorageError(RustkaError):
 
 
 class OffsetLost(RustkaError):
-    """A single-record read of an offset that crash recovery cut out of the log.
+    """A single-record read of an offset the log holds no record for.
 
-    Below the end offset but stored nowhere: the records were lost with a torn
-    or corrupt segment. ``next_offset`` is the first offset stored after the
-    gap, where a reader can carry on (docs/reliability.md). Not in
+    Below the end offset but stored nowhere: the log cleaner removed the record
+    (a later one has its key, docs/kafka.md "Log compaction"), or it was lost
+    with a torn or corrupt segment (docs/reliability.md). ``next_offset`` is
+    the first offset stored after the gap, where a reader can carry on. Not in
     ERRORS_BY_CODE, like OffsetOutOfRange, because it is built from numbers.
     """
 
@@ -107,7 +108,8 @@ class OffsetLost(RustkaError):
         self.offset = offset
         self.next_offset = next_offset
         super().__init__(
-            f"offset {offset} was lost in crash recovery; the next stored offset is {next_offset}"
+            f"offset {offset} holds no record (removed by log compaction or lost in crash "
+            f"recovery); the next stored offset is {next_offset}"
         )
 
 

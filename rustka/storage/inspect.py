@@ -7,7 +7,10 @@ check must change no byte. File formats are the ones docs/architecture.md
 describes: ``.log`` segments of RecordBatch v2, ``.index`` entries of 8 bytes
 (u32 relative offset, u32 position), ``.timeindex`` entries of 12 bytes
 (i64 timestamp, u32 relative offset), the ``recovery-point`` file (u64 offset,
-u32 CRC-32C of it) and the ``.clean-shutdown`` marker.
+u32 CRC-32C of it), the log cleaner's ``cleaner-checkpoint`` and ``cleaner-swap``
+files (rustka/storage/log_files.py) and the ``.clean-shutdown`` marker. Offsets
+may skip ahead between batches only in the segments the cleaner wrote, those
+below the checkpoint's ``cleaned_below``.
 """
 
 from __future__ import annotations
@@ -24,12 +27,17 @@ from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_heade
 from rustka.record.compression import codec_name
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
+    CLEANER_CHECKPOINT_FILE,
+    CLEANER_SWAP_FILE,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     RECOVERY_POINT_FILE,
     TIME_INDEX_SUFFIX,
+    DamagedFile,
     DamagedRecoveryPoint,
     base_offset_of,
+    decode_cleaner_checkpoint,
+    decode_cleaner_swap,
     decode_recovery_point,
     log_name,
 )
@@ -280,6 +288,7 @@ def check_data_dir(data_dir: Path) -> Report:
 def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
     names = os.listdir(directory)
     bases = sorted(b for b in (base_offset_of(n, LOG_SUFFIX) for n in names) if b is not None)
+    cleaned_below = _check_cleaner_files(directory, names, report)
     previous_end: int | None = None
     for base in bases:
         log = directory / log_name(base)
@@ -295,9 +304,11 @@ def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
         elif previous_end is not None and base > previous_end:
             report.notes.append(
                 f"{log}: offsets {previous_end}..{base - 1} are missing "
-                f"(a gap recovery or retention left)"
+                f"(a gap recovery, retention or the log cleaner left)"
             )
-        starts, end, size = _check_segment(log, base, report, commits=commits)
+        starts, end, size = _check_segment(
+            log, base, report, commits=commits, gaps=base < cleaned_below
+        )
         previous_end = end
         index = log.with_suffix(INDEX_SUFFIX)
         if index.exists():
@@ -315,10 +326,40 @@ def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
     _check_recovery_point(directory, previous_end, report)
 
 
+def _check_cleaner_files(directory: Path, names: list[str], report: Report) -> int:
+    """The cleaner checkpoint's ``cleaned_below`` (0 if there is none); its damage and an
+    unfinished swap are reported."""
+    cleaned_below = 0
+    for name, decode in (
+        (CLEANER_CHECKPOINT_FILE, decode_cleaner_checkpoint),
+        (CLEANER_SWAP_FILE, decode_cleaner_swap),
+    ):
+        if name not in names:
+            continue
+        report.files_checked += 1
+        path = directory / name
+        try:
+            decoded = decode(_read(path))
+        except DamagedFile as e:
+            report.problems.append(Problem(str(path), None, str(e)))
+            continue
+        if name == CLEANER_SWAP_FILE:
+            report.notes.append(
+                f"{path}: a cleaned segment at offset {decoded.base} was being swapped in "
+                f"for the segments at {list(decoded.replaced)}; the next start finishes it"
+            )
+        cleaned_below = max(cleaned_below, decoded.cleaned_below)
+    return cleaned_below
+
+
 def _check_segment(
-    path: Path, base: int, report: Report, *, commits: bool
+    path: Path, base: int, report: Report, *, commits: bool, gaps: bool = False
 ) -> tuple[dict[int, int], int, int]:
-    """CRCs, the offset chain and every record; returns (batch start -> base offset, end, size)."""
+    """CRCs, the offset chain and every record; returns (batch start -> base offset, end, size).
+
+    With ``gaps`` (a segment the log cleaner wrote) a batch may start past the
+    previous batch's end, never before it.
+    """
     report.files_checked += 1
     data = _read(path)
     starts: dict[int, int] = {}
@@ -341,7 +382,7 @@ def _check_segment(
                 )
             )
             break
-        if header.base_offset != expected:
+        if header.base_offset != expected and not (gaps and header.base_offset > expected):
             report.problems.append(
                 Problem(
                     where,

@@ -3,8 +3,10 @@
 A partition directory holds segments named by their base offset in 20 digits
 (``00000000000000000000.log`` with its ``.index`` and ``.timeindex``), the
 ``recovery-point`` file (u64 offset, then the CRC-32C of those 8 bytes, so a
-torn write reads as "unknown"), and, briefly, leftovers of interrupted work
-(``.deleted``, ``.tmp``, ``.cleaned``). The data dir holds ``.clean-shutdown``
+torn write reads as "unknown"), on a compacted log the ``cleaner-checkpoint``
+and, while a cleaned segment is being swapped in, ``cleaner-swap`` (both
+below), and, briefly, leftovers of interrupted work (``.deleted``, ``.tmp``,
+``.cleaned``). The data dir holds ``.clean-shutdown``
 while the broker is stopped cleanly. Everything that writes, repairs or only
 reads these files (segments, partition logs, the offsets store, ``rustka
 check``) takes the layout from here.
@@ -13,10 +15,14 @@ check``) takes the layout from here.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from crc32c import crc32c
 
 __all__ = [
+    "CLEANED_SUFFIX",
+    "CLEANER_CHECKPOINT_FILE",
+    "CLEANER_SWAP_FILE",
     "CLEAN_SHUTDOWN_MARKER",
     "DELETED_SUFFIX",
     "INDEX_SUFFIX",
@@ -27,9 +33,16 @@ __all__ = [
     "RECOVERY_POINT_SIZE",
     "SEGMENT_SUFFIXES",
     "TIME_INDEX_SUFFIX",
+    "CleanerCheckpoint",
+    "CleanerSwap",
+    "DamagedFile",
     "DamagedRecoveryPoint",
     "base_offset_of",
+    "decode_cleaner_checkpoint",
+    "decode_cleaner_swap",
     "decode_recovery_point",
+    "encode_cleaner_checkpoint",
+    "encode_cleaner_swap",
     "encode_recovery_point",
     "index_name",
     "log_name",
@@ -42,10 +55,13 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
 # What interrupted work leaves behind: segments awaiting deletion, half-written
 # replacements, and a cleaner's output that was never swapped in.
-LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned")
+LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)
 RECOVERY_POINT_FILE = "recovery-point"
+CLEANER_CHECKPOINT_FILE = "cleaner-checkpoint"
+CLEANER_SWAP_FILE = "cleaner-swap"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 NAME_DIGITS = 20
 
@@ -105,3 +121,103 @@ def decode_recovery_point(data: bytes) -> int:
     if crc32c(data[:8]) != checksum:
         raise DamagedRecoveryPoint("checksum mismatch", 8)
     return int(offset)
+
+
+_CRC = struct.Struct(">I")
+
+
+class DamagedFile(ValueError):
+    """A small checkpoint file whose length, magic or CRC-32C is wrong."""
+
+
+# --------------------------------------------------------------------------- cleaner files
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerCheckpoint:
+    """What the log cleaner remembers of a partition between rounds.
+
+    ``first_dirty``: where the part of the log not yet cleaned begins (Kafka's
+    cleaner checkpoint). ``cleaned_below``: every segment the cleaner wrote
+    starts below it, so only those may hold offset gaps (segment.py,
+    `HeaderWalk`); a gap anywhere else is damage. ``horizon``: the earliest
+    delete horizon of the tombstones the last round kept, -1 for none: when
+    the log is due a round to drop them even if nothing new was written.
+    """
+
+    first_dirty: int = 0
+    cleaned_below: int = 0
+    horizon: int = -1
+
+
+# u64 first_dirty, u64 cleaned_below, i64 horizon, then the CRC-32C of those 24 bytes.
+_CHECKPOINT = struct.Struct(">QQq")
+
+
+def encode_cleaner_checkpoint(checkpoint: CleanerCheckpoint) -> bytes:
+    body = _CHECKPOINT.pack(checkpoint.first_dirty, checkpoint.cleaned_below, checkpoint.horizon)
+    return body + _CRC.pack(crc32c(body))
+
+
+def decode_cleaner_checkpoint(data: bytes) -> CleanerCheckpoint:
+    """The checkpoint the bytes hold; DamagedFile if their length or CRC is wrong."""
+    if len(data) != _CHECKPOINT.size + _CRC.size:
+        raise DamagedFile(f"{len(data)} bytes, expected {_CHECKPOINT.size + _CRC.size}")
+    if crc32c(data[: _CHECKPOINT.size]) != _CRC.unpack_from(data, _CHECKPOINT.size)[0]:
+        raise DamagedFile("checksum mismatch")
+    return CleanerCheckpoint(*_CHECKPOINT.unpack_from(data, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSwap:
+    """A cleaned segment being swapped in: written before the first old file is touched.
+
+    Its existence is the commit point of one swap (docs/kafka.md, "Log
+    compaction", crash safety): ``base`` names the ``.cleaned`` files, which
+    replace the segments whose base offsets are ``replaced`` (``base`` among
+    them); ``cleaned_below`` is the checkpoint's new bound. Opening the log
+    finishes a swap it finds, and without one removes ``.cleaned`` leftovers.
+    """
+
+    base: int
+    replaced: tuple[int, ...]
+    cleaned_below: int
+
+
+# magic, version, u64 base, u64 cleaned_below, u32 count, then count u64 base
+# offsets, then a u32 CRC-32C of everything before it.
+_SWAP_MAGIC = b"RKCS"
+_SWAP_VERSION = 1
+_SWAP_HEAD = struct.Struct(">4sBQQI")
+_U64 = struct.Struct(">Q")
+
+
+def encode_cleaner_swap(swap: CleanerSwap) -> bytes:
+    parts = [
+        _SWAP_HEAD.pack(
+            _SWAP_MAGIC, _SWAP_VERSION, swap.base, swap.cleaned_below, len(swap.replaced)
+        )
+    ]
+    parts.extend(_U64.pack(base) for base in swap.replaced)
+    body = b"".join(parts)
+    return body + _CRC.pack(crc32c(body))
+
+
+def decode_cleaner_swap(data: bytes) -> CleanerSwap:
+    """The swap the bytes describe; DamagedFile if they are not a whole, intact one."""
+    if len(data) < _SWAP_HEAD.size + _CRC.size:
+        raise DamagedFile(f"{len(data)} bytes, too short")
+    body, (checksum,) = data[: -_CRC.size], _CRC.unpack(data[-_CRC.size :])
+    if crc32c(body) != checksum:
+        raise DamagedFile("checksum mismatch")
+    magic, version, base, cleaned_below, count = _SWAP_HEAD.unpack_from(body, 0)
+    if magic != _SWAP_MAGIC or version != _SWAP_VERSION:
+        raise DamagedFile(f"not a version {_SWAP_VERSION} swap file")
+    if len(body) != _SWAP_HEAD.size + count * _U64.size:
+        raise DamagedFile(f"{count} replaced segments do not fit in {len(body)} bytes")
+    replaced = tuple(
+        _U64.unpack_from(body, _SWAP_HEAD.size + i * _U64.size)[0] for i in range(count)
+    )
+    if base not in replaced:
+        raise DamagedFile(f"the cleaned segment {base} replaces none of {replaced}")
+    return CleanerSwap(base, replaced, cleaned_below)

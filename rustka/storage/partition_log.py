@@ -9,6 +9,13 @@ The ``recovery-point`` file records an offset below which every segment is known
 to be fully on disk: segments are fsynced (with the directory) when they roll,
 and the whole log on a clean close. Recovery only CRC-scans segments at or after
 it, so a restart after a crash costs one segment scan, not the whole partition.
+
+On a compacted log the cleaner (rustka/storage/cleaner.py) writes replacement
+segments; `replace_segments` swaps one in with the ``cleaner-swap`` file as its
+commit point, and opening finishes a swap a crash interrupted, or removes the
+``.cleaned`` files of one that never reached it (docs/kafka.md, "Log
+compaction"). The ``cleaner-checkpoint`` says where the uncleaned part starts
+and below which segments may hold the gaps cleaning leaves.
 """
 
 from __future__ import annotations
@@ -42,14 +49,25 @@ from rustka.record.batch import (
 from rustka.storage.file_io import close_all, fsync_dir
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import (
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    CLEANER_SWAP_FILE,
     INDEX_SUFFIX,
     LEFTOVER_SUFFIXES,
+    LOG_SUFFIX,
     RECOVERY_POINT_FILE,
     SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
+    CleanerCheckpoint,
+    CleanerSwap,
+    DamagedFile,
     DamagedRecoveryPoint,
     base_offset_of,
+    decode_cleaner_checkpoint,
+    decode_cleaner_swap,
     decode_recovery_point,
+    encode_cleaner_checkpoint,
+    encode_cleaner_swap,
     encode_recovery_point,
     segment_file_name,
 )
@@ -60,7 +78,11 @@ from rustka.storage.producer_state import (
 )
 from rustka.storage.segment import MAX_RELATIVE_OFFSET, MAX_SEGMENT_SIZE, Segment
 
-__all__ = ["AppendInfo", "PartitionLog"]
+__all__ = ["AppendInfo", "PartitionLog", "SegmentsChanged"]
+
+
+class SegmentsChanged(StorageError):
+    """The segments a clean read are no longer the log's (retention or a roll moved on)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +127,7 @@ class PartitionLog:
         self._view = self._make_view(sum(s.size for s in segments))
         self._producers = ProducerStateManager()
         self.producer_state_problems: list[str] = []
+        self._cleaner = CleanerCheckpoint()
 
     # ------------------------------------------------------------------ opening
 
@@ -125,16 +148,19 @@ class PartitionLog:
         directory = Path(directory)
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            _finish_cleaner_swap(directory)
             bases = _tidy_directory(directory)
         except OSError as e:
             raise StorageError(f"cannot list partition directory {directory}: {e}") from e
         recovery_point = _read_recovery_point(directory)
+        checkpoint = _read_cleaner_checkpoint(directory, bases, config.compact)
         interval = config.index_interval_bytes
         segments: list[Segment] = []
         try:
             for i, base in enumerate(bases):
                 scan = recover and base >= recovery_point
-                seg = Segment.open(directory, base, interval, recover=scan)
+                gaps = base < checkpoint.cleaned_below
+                seg = Segment.open(directory, base, interval, recover=scan, gaps=gaps)
                 segments.append(seg)
                 info = seg.last_recovery
                 if scan and info is not None and info.truncated_bytes and i + 1 < len(bases):
@@ -159,6 +185,7 @@ class PartitionLog:
                 seg.close()
             raise
         log = cls(directory, config, segments, recovery_point, clock)
+        log._cleaner = checkpoint
         try:
             log._load_producer_state()
             if recovery_point != segments[-1].base_offset:
@@ -390,12 +417,17 @@ class PartitionLog:
             return True
         if last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
             return True
-        if config.segment_ms is None or active.size == 0:
+        return self._past_segment_ms(active, now)
+
+    def _past_segment_ms(self, active: Segment, now: int) -> bool:
+        """Whether the active segment is older than segment_ms (and holds something)."""
+        segment_ms = self.config.segment_ms
+        if segment_ms is None or active.size == 0:
             return False
         started = active.first_timestamp
         if self._active_started_ms is not None:
             started = max(started, self._active_started_ms)
-        return started >= 0 and now - started > config.segment_ms
+        return started >= 0 and now - started > segment_ms
 
     def _roll_to(self, base_offset: int, now: int) -> Segment:
         """Seal the active segment and start a new one at ``base_offset``.
@@ -552,10 +584,21 @@ class PartitionLog:
         a later pass can expire it. Segments deleted by the previous pass are
         closed now, which gives in-flight readers one retention interval.
         Returns the base offsets deleted.
+
+        Only under cleanup.policy "delete" (or "compact,delete"): a compact-only
+        log keeps its segments for the cleaner. A compacted log's active
+        segment is rolled once it is older than segment_ms even if nothing is
+        appended, because the cleaner never touches the active segment: without
+        the roll the last records of an idle topic would never be compacted
+        (Kafka rolls only at the next append).
         """
         self._check_writable()
         self._release_doomed()
         config = self.config
+        if config.compact and self._past_segment_ms(self._segments[-1], now_ms):
+            self.roll()
+        if not config.delete:
+            return []
         retention_ms = config.retention_ms
         retention_bytes = config.retention_bytes
         candidates = self._segments[:-1]
@@ -639,26 +682,107 @@ class PartitionLog:
             with contextlib.suppress(StorageError):
                 seg.remove_files()
 
+    # ------------------------------------------------------------------ cleaning
+
+    @property
+    def cleaner_checkpoint(self) -> CleanerCheckpoint:
+        """Where the cleaner's last round left this log (log_files.CleanerCheckpoint)."""
+        return self._cleaner
+
+    def set_cleaner_checkpoint(self, checkpoint: CleanerCheckpoint) -> None:
+        """Record the end of a cleaning round (on the partition's lane).
+
+        ``cleaned_below`` never goes down: segments the cleaner wrote stay where
+        gaps are allowed, whatever a caller passes.
+        """
+        self._check_writable()
+        checkpoint = replace(
+            checkpoint, cleaned_below=max(checkpoint.cleaned_below, self._cleaner.cleaned_below)
+        )
+        if checkpoint != self._cleaner:
+            _replace_file(
+                self.directory, CLEANER_CHECKPOINT_FILE, encode_cleaner_checkpoint(checkpoint)
+            )
+            self._cleaner = checkpoint
+
+    def replace_segments(self, old: Sequence[Segment], cleaned: Segment) -> None:
+        """Swap the cleaner's ``cleaned`` segment in for the consecutive sealed ``old`` ones.
+
+        Runs on the partition's lane. ``cleaned`` is a complete segment written
+        under ``.cleaned`` names with the base offset of ``old[0]``. The order
+        makes a crash at any point recover to the old segments or to the
+        cleaned one, never a mix: the cleaned files are fsynced, then the
+        ``cleaner-swap`` file naming the swap is written (the commit point),
+        then readers switch to ``cleaned``, the old files are renamed to
+        ``.deleted`` (their descriptors stay open for readers in flight, like
+        retention's), the cleaned files take their final names, the checkpoint
+        learns the new bound for gaps, the producer-state snapshot is written
+        (the replay after a crash then needs none of the batches cleaning
+        removed), and the swap file goes. Opening finishes a swap whose file
+        exists (`_finish_cleaner_swap`).
+
+        SegmentsChanged (and nothing done) if ``old`` are no longer the log's
+        segments in that order, or if the last of them became the active one.
+        """
+        self._check_writable()
+        segments = self._segments
+        first = next((i for i, seg in enumerate(segments) if seg is old[0]), None)
+        stop = None if first is None else first + len(old)
+        if (
+            first is None
+            or stop is None
+            or stop >= len(segments)
+            or any(a is not b for a, b in zip(segments[first:stop], old, strict=True))
+        ):
+            raise SegmentsChanged(
+                f"{self.directory}: the segments from {old[0].base_offset} changed while "
+                f"they were being cleaned"
+            )
+        if cleaned.base_offset != old[0].base_offset or not cleaned.log_path.name.endswith(
+            CLEANED_SUFFIX
+        ):
+            raise StorageError(f"{cleaned.log_path} is not a cleaned copy of {old[0].log_path}")
+        next_base = segments[stop].base_offset
+        swap = CleanerSwap(cleaned.base_offset, tuple(seg.base_offset for seg in old), next_base)
+        try:
+            cleaned.flush()
+            fsync_dir(self.directory)
+            _replace_file(self.directory, CLEANER_SWAP_FILE, encode_cleaner_swap(swap))
+        except (OSError, StorageError) as e:
+            detail = e.strerror if isinstance(e, OSError) else str(e)
+            raise StorageError(f"swapping a cleaned segment into {self.directory}: {detail}") from e
+        # Committed: from here on a failure leaves the swap to the next open.
+        segments[first:stop] = [cleaned]
+        freed = sum(seg.size for seg in old) - cleaned.size
+        self._publish(self._view.size_bytes - freed, segments_changed=True)
+        self._doomed.extend(old)
+        try:
+            for seg in old:
+                seg.delete()
+            cleaned.rename("")
+            fsync_dir(self.directory)
+            self._cleaner = replace(
+                self._cleaner, cleaned_below=max(self._cleaner.cleaned_below, swap.cleaned_below)
+            )
+            _replace_file(
+                self.directory, CLEANER_CHECKPOINT_FILE, encode_cleaner_checkpoint(self._cleaner)
+            )
+            self._producers.write_snapshot(self.directory, self._view.end)
+            os.unlink(self.directory / CLEANER_SWAP_FILE)
+            fsync_dir(self.directory)
+        except (OSError, StorageError) as e:
+            detail = e.strerror if isinstance(e, OSError) else str(e)
+            self._failed = (
+                f"partition {self.directory} refuses writes: swapping in a cleaned segment "
+                f"failed half-way ({detail}); reopen it (restart the broker) to finish the swap"
+            )
+            raise StorageError(self._failed) from e
+
     # ------------------------------------------------------------------ recovery point
 
     def _write_recovery_point(self, offset: int) -> None:
         """Atomically replace the recovery-point file (tmp, fsync, rename, fsync dir)."""
-        path = self.directory / RECOVERY_POINT_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        data = encode_recovery_point(offset)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            fsync_dir(self.directory)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise StorageError(f"cannot write {path}: {e.strerror}") from e
+        _replace_file(self.directory, RECOVERY_POINT_FILE, encode_recovery_point(offset))
         self._recovery_point = offset
 
     # ------------------------------------------------------------------ closing
@@ -681,6 +805,98 @@ class PartitionLog:
             close_all(self._segments)
         finally:
             self._release_doomed()
+
+
+def _replace_file(directory: Path, name: str, data: bytes) -> None:
+    """Atomically replace a small file of ``directory`` (tmp, fsync, rename, fsync dir)."""
+    path = directory / name
+    tmp = path.with_name(name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(directory)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise StorageError(f"cannot write {path}: {e.strerror}") from e
+
+
+def _finish_cleaner_swap(directory: Path) -> None:
+    """Complete the swap a ``cleaner-swap`` file records, before leftovers are tidied.
+
+    The file exists only between a swap's commit point and its end
+    (`PartitionLog.replace_segments`). While the cleaned log still has its
+    ``.cleaned`` name, every file of the replaced segments goes (the old
+    segment at the cleaned one's base included) and the cleaned files take
+    their names; once it has its name, the old segments were already renamed
+    to ``.deleted`` before it, so only the checkpoint and the swap file are
+    left to settle. A damaged swap file is refused: it cannot tell which
+    segments are current.
+    """
+    path = directory / CLEANER_SWAP_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    try:
+        swap = decode_cleaner_swap(data)
+    except DamagedFile as e:
+        raise StorageError(
+            f"{path} is damaged ({e}): it records a cleaned segment being swapped in, and "
+            f"without it the current segments cannot be told from the replaced ones; restore "
+            f"the partition from a copy, or remove the file after checking by hand which "
+            f"segments to keep"
+        ) from None
+    cleaned = directory / (segment_file_name(swap.base, LOG_SUFFIX) + CLEANED_SUFFIX)
+    if cleaned.exists():
+        _remove_segment_files(directory, swap.replaced)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            final = directory / segment_file_name(swap.base, suffix)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(final.with_name(final.name + CLEANED_SUFFIX), final)
+    else:
+        _remove_segment_files(directory, [b for b in swap.replaced if b != swap.base])
+    fsync_dir(directory)
+    try:
+        checkpoint = decode_cleaner_checkpoint((directory / CLEANER_CHECKPOINT_FILE).read_bytes())
+    except (FileNotFoundError, DamagedFile):
+        checkpoint = CleanerCheckpoint()
+    if checkpoint.cleaned_below < swap.cleaned_below:
+        checkpoint = replace(checkpoint, cleaned_below=swap.cleaned_below)
+        _replace_file(directory, CLEANER_CHECKPOINT_FILE, encode_cleaner_checkpoint(checkpoint))
+    os.unlink(path)
+    fsync_dir(directory)
+
+
+def _read_cleaner_checkpoint(
+    directory: Path, bases: Sequence[int], compact: bool
+) -> CleanerCheckpoint:
+    """The stored checkpoint; none on a log that is not compacted means nothing was cleaned.
+
+    A damaged one, or none on a compacted log, starts over from the log start
+    and lets every segment but the last hold gaps: the active segment is never
+    cleaned, and treating a cleaned segment's gap as damage would cut its later
+    records off, while the price of leniency is only that a damaged base offset
+    in a sealed segment goes unnoticed until its CRC-checked read.
+    """
+    lenient = CleanerCheckpoint(cleaned_below=bases[-1] if bases else 0)
+    try:
+        data = (directory / CLEANER_CHECKPOINT_FILE).read_bytes()
+    except FileNotFoundError:
+        return lenient if compact else CleanerCheckpoint()
+    except OSError as e:
+        raise StorageError(
+            f"cannot read the cleaner checkpoint of {directory}: {e.strerror}"
+        ) from e
+    try:
+        return decode_cleaner_checkpoint(data)
+    except DamagedFile:
+        return lenient
 
 
 def _tidy_directory(directory: Path) -> list[int]:

@@ -101,6 +101,10 @@ class HeaderWalk:
     relative range and lengths within ``end``. With ``verify`` it also reads
     each whole batch and checks its CRC.
 
+    With ``gaps`` a batch may start above the previous batch's next offset
+    (never below): the log cleaner leaves such gaps in the segments it wrote
+    (docs/kafka.md, "Log compaction"), and only in those.
+
     It stops at the first problem instead of raising: afterwards ``problem``
     says what it was (None if the walk reached ``end``), ``pos`` is where the
     valid log ends and ``expected`` is the next offset after the last good
@@ -108,7 +112,18 @@ class HeaderWalk:
     batch bigger than that when ``verify`` needs all of it.
     """
 
-    __slots__ = ("_base", "_fd", "_verify", "_window", "end", "expected", "pos", "problem", "start")
+    __slots__ = (
+        "_base",
+        "_fd",
+        "_gaps",
+        "_verify",
+        "_window",
+        "end",
+        "expected",
+        "pos",
+        "problem",
+        "start",
+    )
 
     def __init__(
         self,
@@ -120,11 +135,13 @@ class HeaderWalk:
         base_offset: int,
         window: int,
         verify: bool = False,
+        gaps: bool = False,
     ) -> None:
         self._fd = fd
         self._base = base_offset
         self._window = max(window, HEADER_SIZE)
         self._verify = verify
+        self._gaps = gaps
         self.start = start
         self.pos = start
         self.expected = expected
@@ -136,6 +153,7 @@ class HeaderWalk:
         end = self.end
         window = self._window
         verify = self._verify
+        gaps = self._gaps
         limit_offset = self._base + MAX_RELATIVE_OFFSET
         pos = self.pos
         expected = self.expected
@@ -161,7 +179,7 @@ class HeaderWalk:
                 self.problem = f"invalid batch header at position {pos}"
                 return
             size = header.size
-            if header.base_offset != expected:
+            if header.base_offset != expected and not (gaps and header.base_offset > expected):
                 self.problem = (
                     f"batch at position {pos} has base offset {header.base_offset}, "
                     f"expected {expected}"
@@ -241,18 +259,32 @@ class _StaleIndexEntry(Exception):
 
 
 class Segment:
-    """A ``.log`` + ``.index`` + ``.timeindex`` set named by the segment's base offset."""
+    """A ``.log`` + ``.index`` + ``.timeindex`` set named by the segment's base offset.
+
+    ``gaps``: the log cleaner wrote this segment, so its batches may leave
+    offsets out between them (`HeaderWalk`). ``suffix`` follows the three names
+    while the cleaner writes one (``.cleaned``), until `rename` swaps it in.
+    """
 
     directory: Path
     base_offset: int
     index_interval_bytes: int
+    gaps: bool
     log_path: Path
     first_timestamp: int
     last_recovery: RecoveryInfo | None
     offset_index: OffsetIndex
     time_index: TimeIndex
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        *,
+        suffix: str = "",
+        gaps: bool = False,
+    ) -> None:
         """Use ``create`` or ``open``; this only checks the arguments."""
         if base_offset < 0:
             raise StorageError(f"segment base offset {base_offset} is negative")
@@ -261,7 +293,9 @@ class Segment:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = self.directory / log_name(base_offset)
+        self.gaps = gaps
+        self._suffix = suffix
+        self.log_path = self.directory / (log_name(base_offset) + suffix)
         # (size, next_offset, max_timestamp), replaced as one object so a reader
         # on another thread never pairs a new size with an old next_offset.
         self._state: tuple[int, int, int] = (0, base_offset, -1)
@@ -277,9 +311,17 @@ class Segment:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> Segment:
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int = 4096,
+        *,
+        suffix: str = "",
+        gaps: bool = False,
+    ) -> Segment:
         """A new, empty segment; refuses to clobber an existing ``.log``."""
-        seg = cls(directory, base_offset, index_interval_bytes)
+        seg = cls(directory, base_offset, index_interval_bytes, suffix=suffix, gaps=gaps)
         with closing_on_error(seg):
             try:
                 seg._open_files(create=True)
@@ -297,6 +339,7 @@ class Segment:
         index_interval_bytes: int = 4096,
         *,
         recover: bool = False,
+        gaps: bool = False,
     ) -> Segment:
         """Load an existing segment.
 
@@ -304,7 +347,7 @@ class Segment:
         reads the whole log and checks every CRC. Either way ``last_recovery``
         says what was repaired (None if nothing).
         """
-        seg = cls(directory, base_offset, index_interval_bytes)
+        seg = cls(directory, base_offset, index_interval_bytes, gaps=gaps)
         with closing_on_error(seg):
             try:
                 seg._open_files(create=False)
@@ -326,8 +369,13 @@ class Segment:
         self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | excl | _OPEN_FLAGS, 0o644)
         self._read_fd = os.open(self.log_path, os.O_RDONLY | _OPEN_FLAGS)
         base = self.base_offset
-        self.offset_index = OffsetIndex(self.directory / index_name(base), base, create=create)
-        self.time_index = TimeIndex(self.directory / time_index_name(base), base, create=create)
+        suffix = self._suffix
+        self.offset_index = OffsetIndex(
+            self.directory / (index_name(base) + suffix), base, create=create
+        )
+        self.time_index = TimeIndex(
+            self.directory / (time_index_name(base) + suffix), base, create=create
+        )
 
     @property
     def index_path(self) -> Path:
@@ -384,6 +432,32 @@ class Segment:
                 self.time_index.path = target
         if errors:
             raise StorageError("cannot delete segment files: " + "; ".join(errors))
+
+    def rename(self, suffix: str) -> None:
+        """Give the three files their names with ``suffix`` (\"\" for the final names).
+
+        The indexes go first and the log last: the log's name is what makes a
+        segment exist, and an index found without its log is a leftover that
+        opening removes (a missing index is rebuilt from the log). The fds stay
+        open; the directory is not fsynced here (the caller does that once).
+        """
+        base = self.base_offset
+        moves = [
+            (self.offset_index, self.directory / (index_name(base) + suffix)),
+            (self.time_index, self.directory / (time_index_name(base) + suffix)),
+        ]
+        try:
+            for index, target in moves:
+                if index.path != target:
+                    os.rename(index.path, target)
+                    index.path = target
+            target = self.directory / (log_name(base) + suffix)
+            if self.log_path != target:
+                os.rename(self.log_path, target)
+                self.log_path = target
+        except OSError as e:
+            raise StorageError(f"cannot rename segment {self.log_path}: {e.strerror}") from e
+        self._suffix = suffix
 
     def remove_files(self) -> None:
         """Unlink this segment's files (after ``delete``/``close``), ignoring missing ones."""
@@ -445,14 +519,20 @@ class Segment:
     # ------------------------------------------------------------------ writing
 
     def append(
-        self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: Sequence[tuple[int, BatchHeader]],
+        *,
+        offsets_in_headers: bool = False,
     ) -> None:
         """Write batches whose final base offsets are already in ``data``; one ``os.write``.
 
         The base offsets must continue this segment's offsets without a gap (the
-        partition log assigns them so). On failure the log and indexes are cut
-        back to their previous size and StorageError is raised, so a failed
-        append leaves no trace.
+        partition log assigns them so), unless ``offsets_in_headers``: then each
+        header carries its batch's own base offset, as in the cleaner's output,
+        where gaps are allowed. On failure the log and indexes are cut back to
+        their previous size and StorageError is raised, so a failed append
+        leaves no trace.
         """
         if not batches:
             return
@@ -465,7 +545,10 @@ class Segment:
                 f"segment {self.log_path} would exceed {MAX_SEGMENT_SIZE} bytes; roll first"
             )
         first_base = _BASE_OFFSET.unpack_from(data, batches[0][0])[0]
-        new_next = first_base + sum(h.last_offset_delta + 1 for _, h in batches)
+        if offsets_in_headers:
+            new_next = batches[-1][1].next_offset
+        else:
+            new_next = first_base + sum(h.last_offset_delta + 1 for _, h in batches)
         if new_next - 1 - self.base_offset > MAX_RELATIVE_OFFSET:
             raise StorageError(
                 f"offset {new_next - 1} is too far from segment base {self.base_offset}; roll first"
@@ -480,6 +563,8 @@ class Segment:
         )
         base = first_base
         for pos, header in batches:
+            if offsets_in_headers:
+                base = header.base_offset
             builder.add(size + pos, base, header)
             base += header.last_offset_delta + 1
         offset_entries = len(self.offset_index)
@@ -591,6 +676,7 @@ class Segment:
         end = batch_size
         expected = header.next_offset
         total = len(buf)
+        gaps = self.gaps
         # Later batches already in the buffer: whole, chained and CRC-valid, or the end.
         while total - end >= HEADER_SIZE:
             try:
@@ -600,7 +686,7 @@ class Segment:
             stop = end + h.size
             if (
                 stop > total
-                or h.base_offset != expected
+                or (h.base_offset != expected and not (gaps and h.base_offset > expected))
                 or h.last_offset_delta < 0
                 or not crc_ok(buf, end, h)
             ):
@@ -631,6 +717,7 @@ class Segment:
             size,
             base_offset=self.base_offset,
             window=_HEADER_WINDOW,
+            gaps=self.gaps,
         )
         try:
             for h in walk:
@@ -639,6 +726,62 @@ class Segment:
             raise StorageError(f"reading {self.log_path} failed: {e.strerror}") from e
         if walk.problem is not None:
             raise CorruptBatch(f"{self.log_path}: {walk.problem}")
+
+    def position_of(self, offset: int) -> int:
+        """Where the batch holding ``offset`` (or the first batch after it) starts; the
+        segment's size if no batch here reaches ``offset``."""
+        size = self.size
+        if offset >= self.next_offset or size == 0:
+            return size
+        found = self._locate(max(offset, self.base_offset), size, None)
+        return size if found is None else found[0]
+
+    def batches_from(
+        self, position: int, chunk_bytes: int
+    ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
+        """Whole, CRC-checked batches from ``position`` (a batch start) to the end.
+
+        One pread of about ``chunk_bytes`` at a time (more for a bigger batch):
+        each chunk comes with the (position in the chunk, header) of the batches
+        wholly in it. For the log cleaner, which reads whole sealed segments
+        once; CorruptBatch at the first batch that is damaged or out of order.
+        A chunk holds exactly its whole batches.
+        """
+        size = self.size
+        expected: int | None = None
+        gaps = self.gaps
+        window = max(chunk_bytes, HEADER_SIZE)
+        while position < size:
+            buf = self._pread(min(size - position, window), position)
+            if len(buf) < HEADER_SIZE:
+                raise self._corrupt(position, None, "the log ends early")
+            entries: list[tuple[int, BatchHeader]] = []
+            at = 0
+            while len(buf) - at >= HEADER_SIZE:
+                try:
+                    header = parse_header(buf, at)
+                except InvalidBatch as e:
+                    raise self._corrupt(position + at, None, str(e)) from None
+                if header.size > len(buf) - at:
+                    if at == 0:
+                        if position + header.size > size:
+                            raise self._corrupt(position, header, "it runs past the end")
+                        buf = self._pread(header.size, position)
+                        continue
+                    break
+                if expected is not None and (
+                    header.base_offset < expected or (not gaps and header.base_offset != expected)
+                ):
+                    raise self._corrupt(position + at, header, f"expected offset {expected}")
+                if header.last_offset_delta < 0 or not crc_ok(buf, at, header):
+                    raise self._corrupt(position + at, header, "it failed its CRC-32C check")
+                entries.append((at, header))
+                expected = header.next_offset
+                at += header.size
+            if not entries:
+                raise self._corrupt(position, None, "no whole batch starts here")
+            yield (buf if at == len(buf) else buf[:at]), entries
+            position += at
 
     def find_offset_by_timestamp(
         self, timestamp: int, max_position: int | None = None
@@ -710,6 +853,7 @@ class Segment:
             limit,
             base_offset=self.base_offset,
             window=self.index_interval_bytes + HEADER_SIZE,
+            gaps=self.gaps,
         )
         try:
             for header in walk:
@@ -788,6 +932,7 @@ class Segment:
             size,
             base_offset=self.base_offset,
             window=self.index_interval_bytes + HEADER_SIZE,
+            gaps=self.gaps,
         )
         first_ts: int | None = None
         for header in walk:
@@ -820,7 +965,14 @@ class Segment:
         base = self.base_offset
         builder = _IndexBuilder(self.index_interval_bytes, 0, -1, base, -1)
         walk = HeaderWalk(
-            self._read_fd, 0, base, file_size, base_offset=base, window=_SCAN_CHUNK, verify=True
+            self._read_fd,
+            0,
+            base,
+            file_size,
+            base_offset=base,
+            window=_SCAN_CHUNK,
+            verify=True,
+            gaps=self.gaps,
         )
         first_ts = -1
         for header in walk:

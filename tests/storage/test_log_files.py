@@ -1,4 +1,4 @@
-"""File names and the recovery-point file (rustka/storage/log_files.py)."""
+"""File names, the recovery-point file and the cleaner's files (rustka/storage/log_files.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,16 @@ import pytest
 
 from rustka.storage.log_files import (
     RECOVERY_POINT_SIZE,
+    CleanerCheckpoint,
+    CleanerSwap,
+    DamagedFile,
     DamagedRecoveryPoint,
     base_offset_of,
+    decode_cleaner_checkpoint,
+    decode_cleaner_swap,
     decode_recovery_point,
+    encode_cleaner_checkpoint,
+    encode_cleaner_swap,
     encode_recovery_point,
     index_name,
     log_name,
@@ -43,3 +50,26 @@ def test_recovery_point_round_trips_and_damage_is_named() -> None:
     with pytest.raises(DamagedRecoveryPoint, match="11 bytes, expected 12") as torn:
         decode_recovery_point(data[:11])
     assert torn.value.position is None
+
+
+def test_cleaner_checkpoint_round_trips_and_damage_is_detected() -> None:
+    checkpoint = CleanerCheckpoint(first_dirty=900, cleaned_below=850, horizon=-1)
+    data = encode_cleaner_checkpoint(checkpoint)
+    assert decode_cleaner_checkpoint(data) == checkpoint
+    flipped = bytearray(data)
+    flipped[7] ^= 1
+    for bad in (data[:-1], bytes(flipped), b""):
+        with pytest.raises(DamagedFile):
+            decode_cleaner_checkpoint(bad)
+
+
+def test_cleaner_swap_round_trips_and_damage_is_detected() -> None:
+    swap = CleanerSwap(base=10, replaced=(10, 40, 70), cleaned_below=100)
+    data = encode_cleaner_swap(swap)
+    assert decode_cleaner_swap(data) == swap
+    flipped = bytearray(data)
+    flipped[9] ^= 1
+    foreign = encode_cleaner_swap(CleanerSwap(5, (10, 40), 100))
+    for bad in (data[:-2], bytes(flipped), b"RKCS", foreign):
+        with pytest.raises(DamagedFile):
+            decode_cleaner_swap(bad)

@@ -442,3 +442,67 @@ def test_every_single_byte_flip_of_a_stored_batch_is_caught(tmp_path: Path, mode
         }
     else:
         assert outcomes == {"truncated": size - epoch, "harmless": epoch}
+
+
+def test_a_cleaned_segment_may_skip_offsets_between_batches(tmp_path: Path) -> None:
+    """With ``gaps`` (a segment the log cleaner wrote) a batch may start above the
+    previous batch's end, as cleaning leaves it; a batch starting below it is still
+    damage, and without ``gaps`` the skip itself is."""
+    seg, _ = filled(tmp_path, 10)
+    size, next_offset = seg.size, seg.next_offset
+    seg.close()
+    extra = bytearray(batch(50))
+    set_base_offset(extra, 0, next_offset + 5)
+    with open(tmp_path / log_name(0), "ab") as f:
+        f.write(extra)
+    again = Segment.open(tmp_path, 0, INTERVAL, recover=True, gaps=True)
+    assert again.last_recovery is None
+    assert again.next_offset == next_offset + 6
+    records = decode_records(again.read(next_offset + 1, 1))
+    assert records[0].offset == next_offset + 5
+    chunks = list(again.batches_from(0, 300))
+    assert [h.base_offset for _, entries in chunks for _, h in entries][-1] == next_offset + 5
+    assert sum(len(buf) for buf, _ in chunks) == again.size
+    again.close()
+    backwards = bytearray(batch(51))
+    set_base_offset(backwards, 0, next_offset)
+    with open(tmp_path / log_name(0), "ab") as f:
+        f.write(backwards)
+    cut = Segment.open(tmp_path, 0, INTERVAL, recover=True, gaps=True)
+    assert cut.last_recovery is not None and cut.next_offset == next_offset + 6
+    cut.close()
+    strict = Segment.open(tmp_path, 0, INTERVAL, recover=True)
+    assert strict.next_offset == next_offset and strict.size == size
+    strict.close()
+
+
+def test_batches_from_reads_whole_checked_batches_and_stops_at_damage(tmp_path: Path) -> None:
+    seg, placed = filled(tmp_path, 40)
+    start = placed[5][0]
+    seen = [
+        (h.base_offset, pos) for buf, entries in seg.batches_from(start, 500) for pos, h in entries
+    ]
+    assert [offset for offset, _ in seen] == [first for _, first, _ in placed[5:]]
+    assert seg.position_of(placed[7][1]) == placed[7][0]
+    assert seg.position_of(seg.next_offset) == seg.size
+    seg.close()
+    with open(tmp_path / log_name(0), "r+b") as f:
+        f.seek(placed[20][0] + HEADER_SIZE + 2)
+        f.write(b"\xff")
+    damaged = Segment.open(tmp_path, 0, INTERVAL)
+    with pytest.raises(CorruptBatch, match="CRC"):
+        for _ in damaged.batches_from(0, 500):
+            pass
+    damaged.close()
+
+
+def test_rename_moves_the_three_files_with_their_descriptors(tmp_path: Path) -> None:
+    seg = Segment.create(tmp_path, 7, INTERVAL, suffix=".cleaned", gaps=True)
+    append(seg, [batch(i) for i in range(3)])
+    assert sorted(os.listdir(tmp_path)) == [
+        n + ".cleaned" for n in sorted((index_name(7), log_name(7), time_index_name(7)))
+    ]
+    seg.rename("")
+    assert sorted(os.listdir(tmp_path)) == sorted((index_name(7), log_name(7), time_index_name(7)))
+    assert decode_records(seg.read(7, 1))[0].offset == 7
+    seg.close()
