@@ -88,6 +88,14 @@ _LOG = Group(
     """\
 The defaults of every topic's log; a topic's own configs override them.""",
 )
+_CLEANER = Group(
+    "Log cleaner",
+    """\
+The cleaner compacts the topics whose cleanup_policy includes "compact", one
+partition at a time on the I/O threads, keeping the latest record of each key
+(docs/kafka.md, "Log compaction"). These settings are the broker's, as
+Kafka's log.cleaner.* are; the per-topic ones are in the section above.""",
+)
 _DURABILITY = Group(
     "Durability",
     """\
@@ -336,6 +344,40 @@ class Config:
         _LOG,
         choices=TIMESTAMP_TYPES,
         topic_config="message.timestamp.type",
+    )
+    cleaner_enabled: bool = setting(
+        Kind.BOOL,
+        True,
+        "Run the log cleaner (Kafka's log.cleaner.enable). Off, compacted topics only grow.",
+        _CLEANER,
+    )
+    cleaner_dedupe_buffer_bytes: int = setting(
+        Kind.SIZE,
+        128 * 1024**2,
+        "The most memory the cleaner's key map uses, counted at its worst moment: at most "
+        "184 bytes per key, so 128MiB maps 700,000 distinct keys; a partition with more in "
+        "its uncleaned part is cleaned over several rounds "
+        "(Kafka's log.cleaner.dedupe.buffer.size).",
+        _CLEANER,
+        minimum=64 * 1024,
+    )
+    cleaner_io_max_bytes_per_second: int | None = setting(
+        Kind.SIZE,
+        16 * 1024**2,
+        "The cleaner's read plus write rate: it pauses between steps to stay under it, which "
+        "also bounds the CPU it takes from produce and fetch. -1: no limit "
+        "(Kafka's log.cleaner.io.max.bytes.per.second).",
+        _CLEANER,
+        optional=True,
+        minimum=4096,
+    )
+    cleaner_backoff_ms: int = setting(
+        Kind.DURATION,
+        15_000,
+        "How long the cleaner waits before looking again when no partition needs cleaning "
+        "(Kafka's log.cleaner.backoff.ms).",
+        _CLEANER,
+        minimum=1,
     )
     flush: str = setting(
         Kind.CHOICE,

@@ -65,10 +65,11 @@ config's group settings (session-timeout bounds, initial rebalance delay), so
 every front-end and admin view sees the same groups under the same rules; the
 core itself stores the committed offsets.
 
-Parts. The produce path (`Appends`) and the background passes (`Maintenance`)
-share one `PartitionLanes` (each partition's write lane and the dirty marks),
-created here and handed to both; each states what it needs of the core as a
-Protocol (`AppendsCore`, `MaintenanceCore`) and never imports this module.
+Parts. The produce path (`Appends`), the background passes (`Maintenance`)
+and the log cleaner (`LogCleaner`) share one `PartitionLanes` (each
+partition's write lane and the dirty marks), created here and handed to them;
+each states what it needs of the core as a Protocol (`AppendsCore`,
+`MaintenanceCore`, `CleanerCore`) and never imports this module.
 
 Lifecycle (for `rustka.broker.service.BrokerService`): ``open_storage``,
 ``when_ready``, ``drain``, ``close_storage``; background passes
@@ -90,6 +91,7 @@ from twisted.python.failure import Failure
 
 from rustka.broker.coordinator import GroupCoordinator
 from rustka.broker.lanes import IOPool, Lane
+from rustka.broker.log_cleaner import LogCleaner
 from rustka.broker.maintenance import Maintenance
 from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionLanes, WriteMany
 from rustka.broker.produce import (
@@ -241,6 +243,15 @@ class Broker:
         self.lanes = PartitionLanes(io, self._lane_writer, track_dirty=self.flush_interval)
         self.appends = Appends(self, self.lanes)
         self.maintenance = Maintenance(self, self.lanes)
+        self.cleaner = LogCleaner(
+            self,
+            self.lanes,
+            enabled=config.cleaner_enabled,
+            map_bytes=config.cleaner_dedupe_buffer_bytes,
+            max_bytes_per_second=config.cleaner_io_max_bytes_per_second,
+            backoff_ms=config.cleaner_backoff_ms,
+            failed=self.maintenance.failed,
+        )
         # One coordinator for both protocols' groups (docs/kafka.md, "Groups").
         self.groups = GroupCoordinator(
             reactor,
@@ -341,9 +352,11 @@ class Broker:
         return d
 
     def drain(self) -> defer.Deferred[None]:
-        """Refuse new work, answer parked long-polls, wait for lanes and reads to finish."""
+        """Refuse new work, answer parked long-polls, stop the log cleaner (a round in
+        progress is abandoned on its lane), wait for lanes and reads to finish."""
         self.state = STOPPING
         self.waiters.release_all()
+        self.cleaner.stop()
         lanes = self.lanes.all()
         if self.offsets_lane is not None:
             lanes.append(self.offsets_lane)

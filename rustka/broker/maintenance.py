@@ -35,7 +35,9 @@ RETENTION = "retention"
 # How long a deleted segment's files stay open for reads already running on the pool.
 RELEASE_GRACE_S = 5.0
 OFFSETS_COMPACTION = "offsets_compaction"
-BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION)
+# The log cleaner's failures (rustka/broker/log_cleaner.py) are counted here too.
+CLEANER = "cleaner"
+BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION, CLEANER)
 
 
 class MaintenanceCore(Protocol):

@@ -39,7 +39,7 @@ from twisted.python.failure import Failure
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.stats import BrokerStats
 from rustka.broker.waiters import Waiters
-from rustka.errors import RustkaError, UnknownTopic
+from rustka.errors import InvalidBatch, RustkaError, UnknownTopic
 from rustka.names import validate_topic
 from rustka.record.batch import (
     BatchHeader,
@@ -211,6 +211,10 @@ class Appends:
         lanes = self._lanes
         for key, (recs, toks) in groups.items():
             try:
+                if any(r[1] is None for r in recs) and self._core.partition(*key).config.compact:
+                    recs, toks = self._refuse_keyless(key, recs, toks, reply, context)
+                    if not recs:
+                        continue
                 lane = lanes.existing(key) or lanes.lane(*key)
                 payload, validated = seed_batches(recs)
             except Exception:
@@ -221,6 +225,30 @@ class Appends:
                 self._appended,
                 (key, len(payload), _records_appended, (toks, reply, context)),
             )
+
+    def _refuse_keyless(
+        self,
+        key: PartitionKey,
+        records: list[KeyedRecord],
+        tokens: list[Any],
+        reply: RecordsReply,
+        context: Any,
+    ) -> tuple[list[KeyedRecord], list[Any]]:
+        """Answer the records without a key InvalidBatch (a compacted partition could
+        never compact them, docs/kafka.md "Log compaction"); return the others."""
+        kept: tuple[list[KeyedRecord], list[Any]] = ([], [])
+        refused = []
+        for record, token in zip(records, tokens, strict=True):
+            if record[1] is None:
+                refused.append(token)
+            else:
+                kept[0].append(record)
+                kept[1].append(token)
+        error = InvalidBatch(
+            f"topic {key[0]!r} is compacted: a record without a key cannot be stored there"
+        )
+        reply(refused, key[1], Failure(error), context)
+        return kept
 
     def _records_after_creation(
         self, record: KeyedRecord, token: Any, reply: RecordsReply, context: Any
@@ -296,15 +324,19 @@ def write_batches(
     seed Produce) or the batch size limit, meaning a client's bytes still to be
     accepted here (`accept_batches`: validated, and a wrong maxTimestamp
     rewritten as Kafka does, so what is stored is what the headers say).
-    Refused payloads answer with their error and are left out.
+    Refused payloads answer with their error and are left out. On a compacted
+    partition every record needs a key (docs/kafka.md, "Log compaction").
     """
+    require_keys = plog.config.compact
     payloads: list[bytes] = []
     headers: list[list[tuple[int, BatchHeader]]] = []
     refused: dict[int, AppendInfo] = {}
     for index, (payload, checked) in enumerate(items):
         if isinstance(checked, int):
             try:
-                payload, checked = accept_batches(payload, max_batch_bytes=checked)
+                payload, checked = accept_batches(
+                    payload, max_batch_bytes=checked, require_keys=require_keys
+                )
             except RustkaError as e:
                 refused[index] = AppendInfo(-1, -1, error=e)
                 continue

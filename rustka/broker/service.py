@@ -90,6 +90,7 @@ class BrokerService(service.MultiService):
             self._every(
                 config.flush_interval_ms, guarded(FLUSH, maintenance, self.broker.flush_dirty)
             )
+        self.broker.cleaner.start()
 
     def _every(self, interval_ms: int, f: Callable[[], defer.Deferred[Any]]) -> None:
         loop = task.LoopingCall(f)

@@ -66,7 +66,7 @@ class BrokerStats:
     ``requests``/``completed``/``errors``/``latency`` are keyed by the operation
     name a front-end chooses (the native one uses its message names).
     ``background_failures`` counts failed background work by task (``flush``,
-    ``retention``, ``offsets_compaction``), one per partition that failed.
+    ``retention``, ``offsets_compaction``, ``cleaner``), one per partition that failed.
     """
 
     requests: dict[str, int] = field(default_factory=dict)

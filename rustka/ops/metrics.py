@@ -80,6 +80,7 @@ class BrokerCollector(Collector):
         yield from self._kafka_requests()
         yield from self._traffic()
         yield from self._partitions()
+        yield from self._cleaner()
         yield self._lag()
         yield from self._group_members()
 
@@ -234,6 +235,70 @@ class BrokerCollector(Collector):
                 families["size"].add_metric(key, plog.size_bytes)
                 families["segments"].add_metric(key, len(plog.segments))
         yield from families.values()
+
+    def _cleaner(self) -> Iterator[Metric]:
+        """The log cleaner (docs/kafka.md, "Log compaction"): Kafka's cleaner metrics
+        (bytes read and written, dirtiness, time of the last clean), per compacted
+        partition where Kafka has them per log."""
+        cleaner = self.broker.cleaner
+        totals = cleaner.totals
+        yield CounterMetricFamily(
+            "rustka_cleaner_bytes_read",
+            "Bytes the log cleaner read (key maps and copies).",
+            value=totals.bytes_read,
+        )
+        yield CounterMetricFamily(
+            "rustka_cleaner_bytes_written",
+            "Bytes the log cleaner wrote into cleaned segments.",
+            value=totals.bytes_written,
+        )
+        yield CounterMetricFamily(
+            "rustka_cleaner_rounds", "Cleaning rounds completed.", value=totals.rounds
+        )
+        yield CounterMetricFamily(
+            "rustka_cleaner_rounds_aborted",
+            "Cleaning rounds stopped before the end (segments changed, topic deleted, error).",
+            value=totals.rounds_aborted,
+        )
+        labels = ("topic", "partition")
+        ratio = GaugeMetricFamily(
+            "rustka_cleaner_dirty_ratio",
+            "Share of a compacted partition's log not cleaned yet, at the cleaner's last look.",
+            labels=labels,
+        )
+        last = GaugeMetricFamily(
+            "rustka_cleaner_last_clean_timestamp_seconds",
+            "When the cleaner last finished a round of the partition (Unix time).",
+            labels=labels,
+        )
+        read = CounterMetricFamily(
+            "rustka_cleaner_partition_bytes_read",
+            "Bytes the log cleaner read for the partition.",
+            labels=labels,
+        )
+        written = CounterMetricFamily(
+            "rustka_cleaner_partition_bytes_written",
+            "Bytes the log cleaner wrote for the partition.",
+            labels=labels,
+        )
+        uncleanable = 0
+        for (topic, partition), state in sorted(totals.partitions.items()):
+            key = (topic, str(partition))
+            ratio.add_metric(key, state.dirty_ratio)
+            read.add_metric(key, state.bytes_read)
+            written.add_metric(key, state.bytes_written)
+            if state.last_clean_ms is not None:
+                last.add_metric(key, state.last_clean_ms / 1000)
+            uncleanable += state.uncleanable is not None
+        yield ratio
+        yield last
+        yield read
+        yield written
+        yield GaugeMetricFamily(
+            "rustka_cleaner_uncleanable_partitions",
+            "Compacted partitions the cleaner gave up on until a restart (a damaged batch).",
+            value=uncleanable,
+        )
 
     def _lag(self) -> Metric:
         lag = GaugeMetricFamily(
