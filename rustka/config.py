@@ -10,7 +10,9 @@ accept human units ("16MiB", "7d").
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from rustka.settings import (
     parse_duration_ms,
     parse_size,
     setting,
+    split_list,
 )
 from rustka.storage.log_config import LogConfig
 
@@ -32,19 +35,33 @@ __all__ = [
     "DEFAULT_LISTEN",
     "FLUSH_POLICIES",
     "SETTINGS",
+    "SOURCE_BROKER",
+    "SOURCE_DEFAULT",
+    "SOURCE_TOPIC",
     "TIMESTAMP_TYPES",
     "TOML_PREAMBLE",
+    "TOPIC_CONFIGS",
+    "TOPIC_ONLY_SETTINGS",
     "Config",
+    "ConfigEntry",
     "ConfigError",
+    "TopicOnlyConfigs",
+    "describe_broker_configs",
+    "describe_topic_configs",
     "parse_duration_ms",
     "parse_size",
+    "topic_configs",
 ]
 
 DEFAULT_LISTEN = "tcp:9092:interface=127.0.0.1"
 FLUSH_POLICIES = ("always", "interval", "never")
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+# The items cleanup.policy may list, in any order ("compact,delete" does both).
+CLEANUP_POLICIES = ("compact", "delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _DAY_MS = 86_400_000
+# Kafka's Integer.MAX_VALUE and Long.MAX_VALUE, the bounds of its INT and LONG configs.
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
 
 TOML_PREAMBLE = """\
 # rustka broker configuration.
@@ -235,6 +252,8 @@ class Config:
         optional=True,
         minimum=64,
         topic_config="max.message.bytes",
+        topic_minimum=0,
+        topic_maximum=_INT_MAX,
     )
     segment_bytes: int = setting(
         Kind.SIZE,
@@ -244,6 +263,8 @@ class Config:
         minimum=1,
         maximum=2**32 - 1,
         topic_config="segment.bytes",
+        topic_minimum=14,
+        topic_maximum=_INT_MAX,
     )
     segment_ms: int | None = setting(
         Kind.DURATION,
@@ -253,6 +274,8 @@ class Config:
         optional=True,
         minimum=0,
         topic_config="segment.ms",
+        topic_minimum=1,
+        topic_unset=_LONG_MAX,
     )
     retention_bytes: int | None = setting(
         Kind.SIZE,
@@ -283,12 +306,14 @@ class Config:
         _LOG,
         minimum=1,
         topic_config="index.interval.bytes",
+        topic_minimum=0,
+        topic_maximum=_INT_MAX,
     )
     cleanup_policy: str = setting(
-        Kind.CHOICE,
+        Kind.LIST,
         "delete",
         "What happens to old segments: delete them (retention), compact them (keep the "
-        "latest record of each key), or both.",
+        'latest record of each key), or both ("compact,delete").',
         _LOG,
         choices=CLEANUP_POLICIES,
         topic_config="cleanup.policy",
@@ -318,6 +343,7 @@ class Config:
         optional=True,
         minimum=1,
         topic_config="max.compaction.lag.ms",
+        topic_unset=_LONG_MAX,
     )
     min_cleanable_dirty_ratio: float = setting(
         Kind.RATIO,
@@ -527,24 +553,452 @@ class Config:
                 "the manhole has no default credentials"
             )
 
-    def log_config(self) -> LogConfig:
-        """The storage layer's view of these settings."""
-        return LogConfig(
-            segment_bytes=self.segment_bytes,
-            segment_ms=self.segment_ms,
-            retention_bytes=self.retention_bytes,
-            retention_ms=self.retention_ms,
-            index_interval_bytes=self.index_interval_bytes,
-            flush=self.flush,
-            cleanup_policy=self.cleanup_policy,
-            delete_retention_ms=self.delete_retention_ms,
-            min_compaction_lag_ms=self.min_compaction_lag_ms,
-            max_compaction_lag_ms=self.max_compaction_lag_ms,
-            min_cleanable_dirty_ratio=self.min_cleanable_dirty_ratio,
-            file_delete_delay_ms=self.file_delete_delay_ms,
-            message_timestamp_type=self.message_timestamp_type,
-            max_message_bytes=self.max_batch_bytes,
-        )
+    def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        """The storage layer's view of these settings, with a topic's own configs over them.
+
+        ``overrides`` are Kafka topic configs as a client sends them; each is
+        parsed and checked by its declaration (`topic_configs`), then the pairs
+        Kafka checks together. ConfigError names the first bad one. The result is
+        what that topic's partition logs use.
+        """
+        values: dict[str, Any] = {}
+        for declared in _LOG_DECLARATIONS:
+            values[_log_field(declared)] = self.topic_value(declared)
+        for key, value in _parsed(overrides or {}).items():
+            field = _log_field(TOPIC_CONFIGS[key])
+            if field in values:
+                values[field] = value
+        if values["max_message_bytes"] is None:
+            values["max_message_bytes"] = self.max_frame_bytes
+        lag, max_lag = values["min_compaction_lag_ms"], values["max_compaction_lag_ms"]
+        if max_lag is not None and lag > max_lag:
+            raise ConfigError(
+                f"conflict topic config setting min.compaction.lag.ms ({lag}) > "
+                f"max.compaction.lag.ms ({max_lag})"
+            )
+        # Kafka indexes every batch with 0; a segment's interval of 1 byte does the same.
+        values["index_interval_bytes"] = max(1, values["index_interval_bytes"])
+        # Kafka's deprecated difference.max.ms stands in for either bound left at its default.
+        difference = values.pop("message_timestamp_difference_max_ms")
+        for bound in ("message_timestamp_before_max_ms", "message_timestamp_after_max_ms"):
+            if values[bound] == _LONG_MAX:
+                values[bound] = difference
+            if values[bound] == _LONG_MAX:
+                values[bound] = None
+        return LogConfig(**values)
+
+    def topic_value(self, declared: Setting) -> Any:
+        """The value a topic has for a topic config it does not override: the broker's
+        setting of that name (max.message.bytes: the frame limit when it is unset), or,
+        for a topic config with no broker setting, Kafka's default."""
+        if declared.name not in SETTINGS:
+            return declared.default
+        value = getattr(self, declared.name)
+        if declared.name == "max_batch_bytes" and value is None:
+            return self.max_frame_bytes
+        return value
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in declarations(Config)}
+
+
+# --------------------------------------------------------------------------- topic configs
+
+_TOPIC_ONLY = Group(
+    "Topic configs without a broker setting",
+    """\
+Kafka topic configs that a topic may set (CreateTopics, AlterConfigs, rustka topics
+create/alter --config) and that have no broker-wide setting here: each topic has
+Kafka's default unless it overrides it. `effect` says what rustka does with one.""",
+)
+_STORED_ONLY = "stored and reported; "
+_NO_REPLICAS = _STORED_ONLY + "no effect on a single node, which has one replica of each partition"
+_NO_TIERED = _STORED_ONLY + "no effect: rustka has no tiered storage"
+
+# Kafka's message.format.version values (MetadataVersion): a release, optionally with its
+# internal version ("2.8-IV1"); longer spellings ("2.8.1") are cut to the release.
+_IBP_SUBVERSIONS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+    "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1,
+    "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3,
+    "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1, "4.0": 4,
+}  # fmt: skip
+
+
+def _metadata_version(value: str) -> str | None:
+    segments = value.split(".")
+    wanted = 3 if value.startswith("0.") else 2
+    key = value if wanted >= len(segments) else ".".join(segments[:wanted])
+    release, _, sub = key.partition("-")
+    count = _IBP_SUBVERSIONS.get(release)
+    if count is not None and (not sub or sub in {f"IV{i}" for i in range(count)}):
+        return None
+    return f"Version {value} is not a valid version"
+
+
+def _throttled_replicas(value: str) -> str | None:
+    items = split_list(value)
+    if "".join(items) == "*" or all(re.fullmatch(r"([0-9]+:[0-9]+)?", i) for i in items):
+        return None
+    return (
+        "must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
+
+
+def _gzip_level(level: int) -> str | None:
+    if level > 9 or (level < 1 and level != -1):
+        return "Value must be between 1 and 9 or equal to -1"
+    return None
+
+
+def _no_tiered_storage(enabled: bool) -> str | None:
+    if enabled:
+        return (
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class TopicOnlyConfigs:
+    """Every Kafka topic config with no broker setting, declared like Config's fields.
+
+    With the Config fields that name a ``topic_config`` these are all of Kafka's
+    topic configs (``LogConfig`` of apache/kafka 1eb7644, the 3.9/4.0 line), with
+    Kafka's types, defaults and ranges, so any of them is accepted, checked,
+    stored and reported. ``effect`` is empty where rustka applies it.
+    """
+
+    segment_index_bytes: int = setting(
+        Kind.SIZE,
+        10 * 1024**2,
+        "The largest a segment's offset index may grow: the segment rolls once its "
+        "index (8 bytes an entry) or time index (12) is this big.",
+        _TOPIC_ONLY,
+        minimum=4,
+        maximum=_INT_MAX,
+        topic_config="segment.index.bytes",
+    )
+    segment_jitter_ms: int = setting(
+        Kind.DURATION,
+        0,
+        "The most random time taken off segment.ms, so that segments do not all roll at once.",
+        _TOPIC_ONLY,
+        minimum=0,
+        maximum=_LONG_MAX,
+        topic_config="segment.jitter.ms",
+        effect=_STORED_ONLY + "not applied: segments roll at segment.ms exactly",
+    )
+    flush_messages: int = setting(
+        Kind.INT,
+        _LONG_MAX,
+        "fsync the log after this many records.",
+        _TOPIC_ONLY,
+        minimum=1,
+        maximum=_LONG_MAX,
+        topic_config="flush.messages",
+        effect=_STORED_ONLY + "not applied: the broker's flush setting decides for every topic",
+    )
+    flush_ms: int = setting(
+        Kind.DURATION,
+        _LONG_MAX,
+        "fsync the log after this long.",
+        _TOPIC_ONLY,
+        minimum=0,
+        maximum=_LONG_MAX,
+        topic_config="flush.ms",
+        effect=_STORED_ONLY + "not applied: the broker's flush setting decides for every topic",
+    )
+    compression_type: str = setting(
+        Kind.CHOICE,
+        "producer",
+        "The codec batches are stored in: producer keeps each batch's own, any other "
+        "recompresses batches in another codec (uncompressed: none).",
+        _TOPIC_ONLY,
+        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        topic_config="compression.type",
+    )
+    compression_gzip_level: int = setting(
+        Kind.INT,
+        -1,
+        "The gzip level when compression.type is gzip (-1: the codec's default).",
+        _TOPIC_ONLY,
+        maximum=_INT_MAX,
+        topic_minimum=-(2**31),
+        check=_gzip_level,
+        topic_config="compression.gzip.level",
+        effect=_STORED_ONLY + "not applied: batches are compressed at the codec's default level",
+    )
+    compression_lz4_level: int = setting(
+        Kind.INT,
+        9,
+        "The lz4 level when compression.type is lz4.",
+        _TOPIC_ONLY,
+        minimum=1,
+        maximum=17,
+        topic_config="compression.lz4.level",
+        effect=_STORED_ONLY + "not applied: batches are compressed at the codec's default level",
+    )
+    compression_zstd_level: int = setting(
+        Kind.INT,
+        3,
+        "The zstd level when compression.type is zstd.",
+        _TOPIC_ONLY,
+        minimum=-131_072,
+        maximum=22,
+        topic_config="compression.zstd.level",
+        effect=_STORED_ONLY + "not applied: batches are compressed at the codec's default level",
+    )
+    message_timestamp_before_max_ms: int = setting(
+        Kind.DURATION,
+        _LONG_MAX,
+        "A CreateTime record whose timestamp is further behind the broker's clock is "
+        "refused (INVALID_TIMESTAMP).",
+        _TOPIC_ONLY,
+        minimum=0,
+        maximum=_LONG_MAX,
+        topic_config="message.timestamp.before.max.ms",
+    )
+    message_timestamp_after_max_ms: int = setting(
+        Kind.DURATION,
+        _LONG_MAX,
+        "A CreateTime record whose timestamp is further ahead of the broker's clock is "
+        "refused (INVALID_TIMESTAMP).",
+        _TOPIC_ONLY,
+        minimum=0,
+        maximum=_LONG_MAX,
+        topic_config="message.timestamp.after.max.ms",
+    )
+    message_timestamp_difference_max_ms: int = setting(
+        Kind.DURATION,
+        _LONG_MAX,
+        "Deprecated by Kafka: both of the above at once, where they are left at their default.",
+        _TOPIC_ONLY,
+        minimum=0,
+        maximum=_LONG_MAX,
+        topic_config="message.timestamp.difference.max.ms",
+    )
+    message_format_version: str = setting(
+        Kind.STRING,
+        "3.0-IV1",
+        "The record format version to store (deprecated by Kafka, ignored from 3.0).",
+        _TOPIC_ONLY,
+        check=_metadata_version,
+        topic_config="message.format.version",
+        effect=_STORED_ONLY + "no effect: every batch is RecordBatch v2, as from Kafka 3.0",
+    )
+    message_downconversion_enable: bool = setting(
+        Kind.BOOL,
+        True,
+        "Whether a Fetch may convert batches for consumers of older record formats.",
+        _TOPIC_ONLY,
+        topic_config="message.downconversion.enable",
+        effect=_STORED_ONLY + "no effect: Fetch v4+ consumers all read RecordBatch v2",
+    )
+    min_insync_replicas: int = setting(
+        Kind.INT,
+        1,
+        "Replicas that must have a write for acks=all to succeed.",
+        _TOPIC_ONLY,
+        minimum=1,
+        maximum=_INT_MAX,
+        topic_config="min.insync.replicas",
+        effect=_NO_REPLICAS
+        + " (Kafka would refuse acks=all with NOT_ENOUGH_REPLICAS above 1; rustka takes it)",
+    )
+    unclean_leader_election_enable: bool = setting(
+        Kind.BOOL,
+        False,
+        "Whether a replica outside the ISR may become leader.",
+        _TOPIC_ONLY,
+        topic_config="unclean.leader.election.enable",
+        effect=_NO_REPLICAS,
+    )
+    leader_replication_throttled_replicas: str = setting(
+        Kind.LIST,
+        "",
+        "Replicas whose replication the leader throttles.",
+        _TOPIC_ONLY,
+        check=_throttled_replicas,
+        topic_config="leader.replication.throttled.replicas",
+        effect=_NO_REPLICAS,
+    )
+    follower_replication_throttled_replicas: str = setting(
+        Kind.LIST,
+        "",
+        "Replicas whose replication the followers throttle.",
+        _TOPIC_ONLY,
+        check=_throttled_replicas,
+        topic_config="follower.replication.throttled.replicas",
+        effect=_NO_REPLICAS,
+    )
+    preallocate: bool = setting(
+        Kind.BOOL,
+        False,
+        "Whether a new segment's file is preallocated to segment.bytes.",
+        _TOPIC_ONLY,
+        topic_config="preallocate",
+        effect=_STORED_ONLY + "not applied: segment files grow as they are written",
+    )
+    remote_storage_enable: bool = setting(
+        Kind.BOOL,
+        False,
+        "Whether old segments move to tiered storage; true is refused, as a Kafka broker "
+        "without tiered storage refuses it.",
+        _TOPIC_ONLY,
+        check=_no_tiered_storage,
+        topic_config="remote.storage.enable",
+        effect=_NO_TIERED + " (true is refused with INVALID_CONFIG, as Kafka refuses it)",
+    )
+    local_retention_ms: int = setting(
+        Kind.DURATION,
+        -2,
+        "With tiered storage, how long segments stay local (-2: retention.ms).",
+        _TOPIC_ONLY,
+        minimum=-2,
+        maximum=_LONG_MAX,
+        topic_config="local.retention.ms",
+        effect=_NO_TIERED,
+    )
+    local_retention_bytes: int = setting(
+        Kind.SIZE,
+        -2,
+        "With tiered storage, how many bytes stay local (-2: retention.bytes).",
+        _TOPIC_ONLY,
+        minimum=-2,
+        maximum=_LONG_MAX,
+        topic_config="local.retention.bytes",
+        effect=_NO_TIERED,
+    )
+    remote_log_copy_disable: bool = setting(
+        Kind.BOOL,
+        False,
+        "With tiered storage, stop copying segments to it.",
+        _TOPIC_ONLY,
+        topic_config="remote.log.copy.disable",
+        effect=_NO_TIERED,
+    )
+    remote_log_delete_on_disable: bool = setting(
+        Kind.BOOL,
+        False,
+        "With tiered storage, delete its data when it is turned off.",
+        _TOPIC_ONLY,
+        topic_config="remote.log.delete.on.disable",
+        effect=_NO_TIERED,
+    )
+
+
+TOPIC_ONLY_SETTINGS: dict[str, Setting] = {s.name: s for s in declarations(TopicOnlyConfigs)}
+
+TOPIC_CONFIGS: dict[str, Setting] = dict(
+    sorted(
+        (s.topic_config, s)
+        for s in (*SETTINGS.values(), *TOPIC_ONLY_SETTINGS.values())
+        if s.topic_config is not None
+    )
+)
+"""Every Kafka topic config by its name: the broker settings that default one, then those
+without a broker setting. A topic override is parsed and checked by its entry here."""
+
+_LOG_FIELDS = {f.name for f in dataclasses.fields(LogConfig)}
+# The one Kafka topic config whose LogConfig field is named differently from its setting.
+_RENAMED_LOG_FIELDS = {"max_batch_bytes": "max_message_bytes"}
+
+
+def _log_field(declared: Setting) -> str:
+    return _RENAMED_LOG_FIELDS.get(declared.name, declared.name)
+
+
+# Broker settings storage reads, and the topic configs it applies (plus the deprecated
+# timestamp bound, which log_config folds into the other two).
+_LOG_DECLARATIONS = tuple(
+    s
+    for s in (*SETTINGS.values(), *TOPIC_ONLY_SETTINGS.values())
+    if _log_field(s) in _LOG_FIELDS or s.name == "message_timestamp_difference_max_ms"
+)
+
+
+def _parsed(overrides: Mapping[str, str | None]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, text in overrides.items():
+        declared = TOPIC_CONFIGS.get(key)
+        if declared is None:
+            raise ConfigError(f"Unknown topic config name: {key}")
+        values[key] = declared.parse_topic(text)
+    return values
+
+
+def topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str]:
+    """A topic's own configs, each checked by its declaration and spelled as Kafka reports
+    it ("compact, delete" -> "compact,delete", "TRUE" -> "true"); ConfigError names a
+    config that is unknown or invalid. `Config.log_config` checks them together."""
+    return {key: TOPIC_CONFIGS[key].topic_text(value) for key, value in _parsed(overrides).items()}
+
+
+SOURCE_TOPIC = "topic"
+SOURCE_BROKER = "broker"
+SOURCE_DEFAULT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config as DescribeConfigs reports it: its value and where the value comes from.
+
+    ``source`` is SOURCE_TOPIC (the topic's own config), SOURCE_BROKER (a broker
+    setting given in the file or a flag) or SOURCE_DEFAULT; ``synonyms`` are the
+    places that could set it, most specific first, as (name, value, source),
+    the value that applies among them.
+    """
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    synonyms: tuple[tuple[str, str | None, str], ...]
+
+
+def describe_topic_configs(config: Config, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every topic config of a topic with ``overrides``, by name (Kafka's DescribeConfigs)."""
+    entries: list[ConfigEntry] = []
+    for key, declared in TOPIC_CONFIGS.items():
+        synonyms: list[tuple[str, str | None, str]] = []
+        if key in overrides:
+            synonyms.append((key, overrides[key], SOURCE_TOPIC))
+        if declared.name in SETTINGS:
+            value = getattr(config, declared.name)
+            if value != declared.default:
+                text = declared.topic_text(config.topic_value(declared))
+                synonyms.append((declared.name, text, SOURCE_BROKER))
+            default = Config().topic_value(declared)
+            synonyms.append((declared.name, declared.topic_text(default), SOURCE_DEFAULT))
+        else:
+            synonyms.append((key, declared.topic_text(declared.default), SOURCE_DEFAULT))
+        _, value_text, source = synonyms[0]
+        entries.append(ConfigEntry(key, value_text, source, False, tuple(synonyms)))
+    return entries
+
+
+def describe_broker_configs(config: Config) -> list[ConfigEntry]:
+    """Every broker setting by its rustka name; all read-only, as settings change only on a
+    restart. Values are spelled as Kafka spells configs (lists comma-separated, unset
+    optional settings null)."""
+    entries: list[ConfigEntry] = []
+    for name, declared in sorted(SETTINGS.items()):
+        default = _broker_text(declared, declared.default)
+        synonyms = [(name, default, SOURCE_DEFAULT)]
+        value = getattr(config, name)
+        if value != declared.default:
+            synonyms.insert(0, (name, _broker_text(declared, value), SOURCE_BROKER))
+        _, text, source = synonyms[0]
+        entries.append(ConfigEntry(name, text, source, True, tuple(synonyms)))
+    return entries
+
+
+def _broker_text(declared: Setting, value: Any) -> str | None:
+    if value is None:
+        return None
+    if declared.kind is Kind.ENDPOINTS:
+        return ",".join(value)
+    return declared.topic_text(value)

@@ -7,7 +7,12 @@ file and the flags, range checks, the comments of `etc/rustka.toml` and the sett
 table of docs/operations.md are all derived from those declarations (Kafka's
 ``ConfigDef.define`` is the model), so no second table can drift from the first.
 A setting that is also a Kafka topic config names it in ``topic_config``: the broker
-value is that topic config's default.
+value is that topic config's default. Kafka topic configs with no broker setting are
+declared the same way (rustka.config.TopicOnlyConfigs), and a topic's overrides are
+parsed and checked by these declarations too (`Setting.parse_topic`), with Kafka's
+spelling of values (``LogConfig``/``ConfigDef`` parsing: plain numbers, ``true``/
+``false``, comma-separated lists) and, where Kafka's range differs from the broker's,
+``topic_minimum``/``topic_maximum``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Kind(enum.Enum):
     DURATION = "duration"
     STRING = "string"
     CHOICE = "choice"
+    LIST = "list"
     ENDPOINTS = "endpoints"
 
 
@@ -58,6 +64,22 @@ _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_
 _NUMBER_UNIT = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
 # The words an optional setting may be given to mean "not set" (Kafka's -1 among them).
 _UNSET = (-1, "", "none")
+# How Kafka's ConfigDef reads a topic config's string (parseType): trimmed, then a
+# Java long or double, true/false in any case, or a list split at commas with any
+# whitespace around them.
+_KAFKA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_KAFKA_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_KAFKA_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+_KAFKA_TYPE = {
+    "boolean": "BOOLEAN",
+    "integer": "LONG",
+    "size": "LONG",
+    "duration": "LONG",
+    "ratio": "DOUBLE",
+    "string": "STRING",
+    "choice": "STRING",
+    "list": "LIST",
+}
 
 
 def parse_size(key: str, value: Any) -> int:
@@ -125,6 +147,10 @@ class Setting:
     optional: bool = False
     example: Any = None
     topic_config: str | None = None
+    topic_minimum: int | float | None = None
+    topic_maximum: int | float | None = None
+    topic_unset: int | None = None
+    effect: str = ""
     check: Callable[[Any], str | None] | None = None
     name: str = ""
 
@@ -146,7 +172,13 @@ class Setting:
             return
         if self.kind is Kind.CHOICE and value not in self.choices:
             raise ConfigError(f"{key}: expected one of {', '.join(self.choices)}, got {value!r}")
-        if self.kind is Kind.ENDPOINTS:
+        if self.kind is Kind.LIST:
+            for item in split_list(value):
+                if self.choices and item not in self.choices:
+                    raise ConfigError(
+                        f"{key}: each item must be one of {', '.join(self.choices)}, got {item!r}"
+                    )
+        elif self.kind is Kind.ENDPOINTS:
             if self.minimum and len(value) < self.minimum:
                 raise ConfigError(f"{key}: at least {self.minimum} endpoint is required")
             if any(not e.strip() for e in value):
@@ -178,9 +210,95 @@ class Setting:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"{key}: expected a number between 0 and 1, got {value!r}")
             return float(value)
+        if kind is Kind.LIST:
+            items = value if isinstance(value, list) else None
+            if isinstance(value, str):
+                items = split_list(value)
+            if items is None or not all(isinstance(i, str) for i in items):
+                raise ConfigError(f"{key}: expected a comma-separated string or a list of strings")
+            return join_list(items)
         if kind in (Kind.STRING, Kind.CHOICE) and not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return value
+
+    # -- the Kafka topic config of the same declaration ----------------------------
+
+    @property
+    def kafka_type(self) -> str:
+        """The type Kafka's ConfigDef gives the topic config (INT for 32-bit ones)."""
+        if self.kind in (Kind.INT, Kind.SIZE, Kind.DURATION):
+            high = self.topic_maximum if self.topic_maximum is not None else self.maximum
+            return "INT" if high is not None and high <= 2**31 - 1 else "LONG"
+        return _KAFKA_TYPE[self.kind.value]
+
+    def parse_topic(self, text: str | None) -> Any:
+        """A topic override as Kafka spells it, typed and checked as Kafka's LogConfig would.
+
+        The value is in this setting's own terms (None for an optional setting's
+        "no limit", spelled ``topic_unset`` or -1); ConfigError names the Kafka key
+        in Kafka's words ("Invalid value x for configuration retention.ms: ...").
+        """
+        key = self.topic_config or self.name
+        if text is None:
+            raise ConfigError(f"Null value not supported for topic configs: {key}")
+        if not isinstance(text, str):
+            raise ConfigError(f"Invalid value {text!r} for configuration {key}: not a string")
+        trimmed = text.strip()
+
+        def invalid(why: str) -> ConfigError:
+            return ConfigError(f"Invalid value {text} for configuration {key}: {why}")
+
+        kind = self.kind
+        value: Any
+        if kind is Kind.BOOL:
+            if trimmed.lower() not in ("true", "false"):
+                raise invalid("Expected value to be either true or false")
+            value = trimmed.lower() == "true"
+        elif kind in (Kind.INT, Kind.SIZE, Kind.DURATION):
+            if not _KAFKA_INTEGER.fullmatch(trimmed):
+                raise invalid(f"Not a number of type {self.kafka_type}")
+            value = int(trimmed)
+            bits = 31 if self.kafka_type == "INT" else 63
+            if not -(2**bits) <= value < 2**bits:
+                raise invalid(f"Not a number of type {self.kafka_type}")
+        elif kind is Kind.RATIO:
+            if not _KAFKA_DOUBLE.fullmatch(trimmed):
+                raise invalid("Not a number of type DOUBLE")
+            value = float(trimmed)
+        elif kind is Kind.LIST:
+            value = join_list(split_list(trimmed))
+        elif kind in (Kind.STRING, Kind.CHOICE):
+            value = trimmed
+        else:
+            raise invalid(f"a {kind.value} setting is not a topic config")
+        if self.optional and value == (-1 if self.topic_unset is None else self.topic_unset):
+            return None
+        low = self.topic_minimum if self.topic_minimum is not None else self.minimum
+        high = self.topic_maximum if self.topic_maximum is not None else self.maximum
+        if low is not None and value < low:
+            raise invalid(f"Value must be at least {low}")
+        if high is not None and value > high:
+            raise invalid(f"Value must be no more than {high}")
+        if kind is Kind.CHOICE and value not in self.choices:
+            raise invalid(f"String must be one of: {', '.join(self.choices)}")
+        if kind is Kind.LIST and self.choices:
+            for item in split_list(value):
+                if item not in self.choices:
+                    raise invalid(f"String must be one of: {', '.join(self.choices)}")
+        if self.check is not None and (problem := self.check(value)) is not None:
+            raise invalid(problem)
+        return value
+
+    def topic_text(self, value: Any) -> str:
+        """``value`` as Kafka spells the topic config (DescribeConfigs, the stored overrides)."""
+        if value is None:
+            return str(-1 if self.topic_unset is None else self.topic_unset)
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, float):
+            text = repr(value)
+            return text if any(c in text for c in ".en") else f"{text}.0"
+        return str(value)
 
     def show(self, value: Any) -> str:
         """The value as etc/rustka.toml spells it."""
@@ -194,7 +312,7 @@ class Setting:
             return text[:-2] if self.name.endswith("_ms") and text.endswith("ms") else f'"{text}"'
         if self.kind is Kind.BOOL:
             return "true" if value else "false"
-        if self.kind in (Kind.STRING, Kind.CHOICE):
+        if self.kind in (Kind.STRING, Kind.CHOICE, Kind.LIST):
             return f'"{value}"'
         if self.kind is Kind.ENDPOINTS:
             return "[" + ", ".join(f'"{e}"' for e in value) + "]"
@@ -208,6 +326,9 @@ class Setting:
         """Allowed values, for the docs table."""
         if self.kind is Kind.CHOICE:
             return ", ".join(f"`{c}`" for c in self.choices)
+        if self.kind is Kind.LIST:
+            items = ", ".join(f"`{c}`" for c in self.choices) if self.choices else "any items"
+            return f"a comma-separated list of {items}"
         if self.kind is Kind.ENDPOINTS:
             return f"at least {self.minimum}" if self.minimum else "any number"
         low = self.plain(self.minimum) if self.minimum is not None else None
@@ -217,6 +338,17 @@ class Setting:
         if self.optional:
             text = f"{text}; -1 = unset" if text else "-1 = unset"
         return text
+
+
+def split_list(text: str) -> list[str]:
+    """The items of a comma-separated list, as Kafka's ConfigDef splits one ("" is none)."""
+    text = text.strip()
+    return _KAFKA_LIST_SEPARATOR.split(text) if text else []
+
+
+def join_list(items: list[str]) -> str:
+    """A list's one spelling: items joined by commas, as DescribeConfigs reports it."""
+    return ",".join(item.strip() for item in items)
 
 
 def _is_unset(value: Any) -> bool:

@@ -8,7 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from rustka.config import SETTINGS, Config, ConfigError, parse_duration_ms, parse_size
+from rustka.config import (
+    SETTINGS,
+    SOURCE_BROKER,
+    SOURCE_DEFAULT,
+    SOURCE_TOPIC,
+    TOPIC_CONFIGS,
+    TOPIC_ONLY_SETTINGS,
+    Config,
+    ConfigError,
+    describe_broker_configs,
+    describe_topic_configs,
+    parse_duration_ms,
+    parse_size,
+    topic_configs,
+)
 from rustka.ops.tap import Options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,3 +262,216 @@ def test_bad_kafka_listen_endpoint_fails_the_build(tmp_path: Path) -> None:
     config = Config().updated({"data_dir": str(tmp_path / "d"), "kafka_listen": ["bogus:1"]})
     with pytest.raises(ConfigError, match=r"^kafka_listen: bad endpoint 'bogus:1'"):
         build_service(config, reactor)
+
+
+# -- topic configs ------------------------------------------------------------------------
+
+# Kafka's topic configs (LogConfig of apache/kafka 1eb7644), each with its type and default.
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy": ("LIST", "delete"),
+    "compression.gzip.level": ("INT", "-1"),
+    "compression.lz4.level": ("INT", "9"),
+    "compression.type": ("STRING", "producer"),
+    "compression.zstd.level": ("INT", "3"),
+    "delete.retention.ms": ("LONG", "86400000"),
+    "file.delete.delay.ms": ("LONG", "60000"),
+    "flush.messages": ("LONG", "9223372036854775807"),
+    "flush.ms": ("LONG", "9223372036854775807"),
+    "follower.replication.throttled.replicas": ("LIST", ""),
+    "index.interval.bytes": ("INT", "4096"),
+    "leader.replication.throttled.replicas": ("LIST", ""),
+    "local.retention.bytes": ("LONG", "-2"),
+    "local.retention.ms": ("LONG", "-2"),
+    "max.compaction.lag.ms": ("LONG", "9223372036854775807"),
+    "max.message.bytes": ("INT", "1048588"),
+    "message.downconversion.enable": ("BOOLEAN", "true"),
+    "message.format.version": ("STRING", "3.0-IV1"),
+    "message.timestamp.after.max.ms": ("LONG", "9223372036854775807"),
+    "message.timestamp.before.max.ms": ("LONG", "9223372036854775807"),
+    "message.timestamp.difference.max.ms": ("LONG", "9223372036854775807"),
+    "message.timestamp.type": ("STRING", "CreateTime"),
+    "min.cleanable.dirty.ratio": ("DOUBLE", "0.5"),
+    "min.compaction.lag.ms": ("LONG", "0"),
+    "min.insync.replicas": ("INT", "1"),
+    "preallocate": ("BOOLEAN", "false"),
+    "remote.log.copy.disable": ("BOOLEAN", "false"),
+    "remote.log.delete.on.disable": ("BOOLEAN", "false"),
+    "remote.storage.enable": ("BOOLEAN", "false"),
+    "retention.bytes": ("LONG", "-1"),
+    "retention.ms": ("LONG", "604800000"),
+    "segment.bytes": ("INT", "1073741824"),
+    "segment.index.bytes": ("INT", "10485760"),
+    "segment.jitter.ms": ("LONG", "0"),
+    "segment.ms": ("LONG", "604800000"),
+    "unclean.leader.election.enable": ("BOOLEAN", "false"),
+}
+# Where rustka's broker-wide default differs from Kafka's, and why.
+RUSTKA_DEFAULTS = {
+    "file.delete.delay.ms": "5000",  # rustka's file_delete_delay_ms
+    "max.message.bytes": str(16 * 1024**2),  # max_batch_bytes unset: the frame limit
+}
+
+
+def test_every_kafka_topic_config_is_declared_once_with_kafkas_type_and_default() -> None:
+    """The complete list: any valid Kafka topic config is accepted, none twice."""
+    assert list(TOPIC_CONFIGS) == sorted(KAFKA_TOPIC_CONFIGS)
+    topic_only = {s.topic_config for s in TOPIC_ONLY_SETTINGS.values()}
+    broker = {s.topic_config for s in SETTINGS.values() if s.topic_config}
+    assert not topic_only & broker
+    entries = {e.name: e for e in describe_topic_configs(Config(), {})}
+    for key, (kafka_type, default) in KAFKA_TOPIC_CONFIGS.items():
+        declared = TOPIC_CONFIGS[key]
+        assert declared.kafka_type == kafka_type, key
+        assert entries[key].value == RUSTKA_DEFAULTS.get(key, default), key
+        assert entries[key].source == SOURCE_DEFAULT, key
+        assert declared.parse_topic(entries[key].value) == Config().topic_value(declared), key
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "value"),
+    [
+        ({"cleanup.policy": "compact"}, "cleanup_policy", "compact"),
+        ({"cleanup.policy": "delete, compact"}, "cleanup_policy", "delete,compact"),
+        ({"cleanup.policy": ""}, "cleanup_policy", ""),
+        ({"retention.ms": "-1"}, "retention_ms", None),
+        ({"retention.ms": "9223372036854775807"}, "retention_ms", 2**63 - 1),
+        ({"retention.bytes": "1000"}, "retention_bytes", 1000),
+        ({"segment.bytes": "52428800"}, "segment_bytes", 52_428_800),
+        ({"segment.ms": "9223372036854775807"}, "segment_ms", None),
+        ({"index.interval.bytes": "0"}, "index_interval_bytes", 1),
+        ({"segment.index.bytes": "80"}, "segment_index_bytes", 80),
+        ({"max.message.bytes": "100"}, "max_message_bytes", 100),
+        ({"max.message.bytes": "-1"}, "max_message_bytes", 16 * 1024**2),
+        ({"message.timestamp.type": "LogAppendTime"}, "message_timestamp_type", "LogAppendTime"),
+        ({"min.compaction.lag.ms": "5"}, "min_compaction_lag_ms", 5),
+        ({"max.compaction.lag.ms": "9223372036854775807"}, "max_compaction_lag_ms", None),
+        ({"delete.retention.ms": "900"}, "delete_retention_ms", 900),
+        ({"min.cleanable.dirty.ratio": "0.1"}, "min_cleanable_dirty_ratio", 0.1),
+        ({"file.delete.delay.ms": "0"}, "file_delete_delay_ms", 0),
+        ({"compression.type": "lz4"}, "compression_type", "lz4"),
+        ({"message.timestamp.before.max.ms": "10"}, "message_timestamp_before_max_ms", 10),
+        ({"message.timestamp.after.max.ms": "10"}, "message_timestamp_after_max_ms", 10),
+    ],
+)
+def test_a_topics_configs_override_the_broker_defaults_in_its_log_config(
+    overrides: dict[str, str], field: str, value: object
+) -> None:
+    resolved = Config().log_config(overrides)
+    assert getattr(resolved, field) == value
+    untouched = {k: v for k, v in vars(Config().log_config()).items() if k != field}
+    assert {k: v for k, v in vars(resolved).items() if k != field} == untouched
+
+
+def test_the_deprecated_timestamp_difference_bounds_what_the_new_configs_leave_unbounded() -> None:
+    """Kafka's getMessageTimestampBeforeMaxMs/AfterMaxMs."""
+    both = Config().log_config({"message.timestamp.difference.max.ms": "7"})
+    assert (both.message_timestamp_before_max_ms, both.message_timestamp_after_max_ms) == (7, 7)
+    one = Config().log_config(
+        {"message.timestamp.difference.max.ms": "7", "message.timestamp.after.max.ms": "9"}
+    )
+    assert (one.message_timestamp_before_max_ms, one.message_timestamp_after_max_ms) == (7, 9)
+
+
+def test_broker_settings_are_the_topic_defaults() -> None:
+    config = Config().updated({"retention_ms": "1h", "cleanup_policy": "compact"})
+    assert config.log_config().retention_ms == 3_600_000
+    assert config.log_config({"retention.ms": "5"}).retention_ms == 5
+    assert config.log_config().compact and not config.log_config().delete
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"dummy.doesntexist": "x"}, "^Unknown topic config name: dummy.doesntexist$"),
+        ({"retention.ms": "soon"}, "^Invalid value soon for configuration retention.ms: Not a"),
+        ({"segment.bytes": "13"}, "configuration segment.bytes: Value must be at least 14$"),
+        ({"cleanup.policy": "compact,,delete"}, "configuration cleanup.policy: String must be"),
+        ({"cleanup.policy": "Delete"}, "configuration cleanup.policy: String must be one of"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "dirty.ratio: Value must be no more than 1$"),
+        ({"message.timestamp.type": "Now"}, "message.timestamp.type: String must be one of"),
+        ({"min.insync.replicas": "0"}, "min.insync.replicas: Value must be at least 1$"),
+        ({"compression.type": "brotli"}, "compression.type: String must be one of"),
+        ({"compression.zstd.level": "23"}, "compression.zstd.level: Value must be no more"),
+        ({"unclean.leader.election.enable": "1"}, "Expected value to be either true or false"),
+        ({"message.format.version": "0.7"}, "Version 0.7 is not a valid version$"),
+        ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled"),
+        ({"local.retention.ms": "-3"}, "local.retention.ms: Value must be at least -2$"),
+        ({"max.compaction.lag.ms": "0"}, "max.compaction.lag.ms: Value must be at least 1$"),
+        ({"segment.ms": "-1"}, "segment.ms: Value must be at least 1$"),
+        ({"retention.ms": None}, "^Null value not supported for topic configs: retention.ms$"),
+        (
+            {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
+            r"^conflict topic config setting min.compaction.lag.ms \(10\) > "
+            r"max.compaction.lag.ms \(5\)$",
+        ),
+    ],
+)
+def test_a_bad_topic_config_is_refused_naming_it(
+    overrides: dict[str, str | None], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Config().log_config(overrides)  # type: ignore[arg-type]
+
+
+def test_topic_configs_are_checked_and_spelled_as_kafka_reports_them() -> None:
+    assert topic_configs(
+        {"cleanup.policy": " compact , delete ", "preallocate": "TRUE", "segment.ms": " 10 "}
+    ) == {"cleanup.policy": "compact,delete", "preallocate": "true", "segment.ms": "10"}
+    assert topic_configs({"message.format.version": "2.8.1"}) == {"message.format.version": "2.8.1"}
+    assert topic_configs({"leader.replication.throttled.replicas": "*"})
+    with pytest.raises(ConfigError, match="must be the literal"):
+        topic_configs({"follower.replication.throttled.replicas": "0:a"})
+
+
+def test_describe_reports_each_config_with_its_source_and_synonyms() -> None:
+    config = Config().updated({"retention_ms": "1h"})
+    entries = {e.name: e for e in describe_topic_configs(config, {"segment.bytes": "1000"})}
+    seg = entries["segment.bytes"]
+    assert (seg.value, seg.source, seg.read_only) == ("1000", SOURCE_TOPIC, False)
+    assert seg.synonyms == (
+        ("segment.bytes", "1000", SOURCE_TOPIC),
+        ("segment_bytes", "1073741824", SOURCE_DEFAULT),
+    )
+    retention = entries["retention.ms"]
+    assert (retention.value, retention.source) == ("3600000", SOURCE_BROKER)
+    assert retention.synonyms == (
+        ("retention_ms", "3600000", SOURCE_BROKER),
+        ("retention_ms", "604800000", SOURCE_DEFAULT),
+    )
+    isr = entries["min.insync.replicas"]
+    assert isr.synonyms == (("min.insync.replicas", "1", SOURCE_DEFAULT),)
+    broker = {e.name: e for e in describe_broker_configs(config)}
+    assert set(broker) == set(SETTINGS)
+    assert (broker["retention_ms"].value, broker["retention_ms"].source) == (
+        "3600000",
+        SOURCE_BROKER,
+    )
+    assert broker["listen"].value == "tcp:9092:interface=127.0.0.1"
+    assert broker["advertised_host"].value is None
+    assert all(e.read_only for e in broker.values())
+
+
+def test_every_topic_config_rustka_does_not_apply_says_so() -> None:
+    applied = {
+        "cleanup.policy",
+        "retention.ms",
+        "retention.bytes",
+        "segment.bytes",
+        "segment.ms",
+        "segment.index.bytes",
+        "index.interval.bytes",
+        "max.message.bytes",
+        "message.timestamp.type",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.difference.max.ms",
+        "min.compaction.lag.ms",
+        "max.compaction.lag.ms",
+        "delete.retention.ms",
+        "min.cleanable.dirty.ratio",
+        "file.delete.delay.ms",
+        "compression.type",
+    }
+    for key, declared in TOPIC_CONFIGS.items():
+        assert bool(declared.effect) == (key not in applied), key
+        assert declared.doc, key
