@@ -536,9 +536,12 @@ class PartitionLog:
                     f"{seg.log_path}: offset {offset} is below the end offset {view.end} "
                     f"but no stored batch holds it"
                 )
-            # A hole left by recovery: serve from the next segment's first offset.
+            # A hole left by recovery or the cleaner: serve from the next segment's first
+            # offset (nothing, if that is the end: an active segment still empty).
             i += 1
             offset = segments[i].base_offset
+            if offset >= view.end:
+                return b""
 
     def read_record(self, offset: int) -> Record | None:
         """The record at ``offset`` (CRC verified), or None at or after the end.
