@@ -146,6 +146,16 @@ class GroupHasActiveMembers(RustkaError):
         )
 
 
+class InvalidConfig(RustkaError):
+    """A topic config that is unknown or whose value its declaration refuses.
+
+    The message names the config, in Kafka's words (rustka/config.py, Kafka's
+    INVALID_CONFIG; docs/kafka.md, "Topic configs").
+    """
+
+    code = 18
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -164,5 +174,6 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         OutOfOrderSequence,
         ProducerFenced,
         GroupHasActiveMembers,
+        InvalidConfig,
     )
 }

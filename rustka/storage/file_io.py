@@ -21,6 +21,7 @@ __all__ = [
     "close_all",
     "closing_on_error",
     "fsync_dir",
+    "replace_file",
     "timed_fsync",
     "write_all",
 ]
@@ -73,6 +74,26 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace a small file whole: write ``path`` + ".tmp", fsync it, rename it over
+    ``path``, fsync the directory. A crash leaves the old file or the new one, and at
+    worst a ``.tmp`` leftover; OSError is the caller's to report."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, 0o644)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
 
 
 class Closeable(Protocol):

@@ -8,7 +8,10 @@ describes: ``.log`` segments of RecordBatch v2, ``.index`` entries of 8 bytes
 (u32 relative offset, u32 position), ``.timeindex`` entries of 12 bytes
 (i64 timestamp, u32 relative offset), the ``recovery-point`` file (u64 offset,
 u32 CRC-32C of it), the log cleaner's ``cleaner-checkpoint`` and ``cleaner-swap``
-files (rustka/storage/log_files.py) and the ``.clean-shutdown`` marker. Offsets
+files (rustka/storage/log_files.py), each topic's ``topic-config`` file (its
+own Kafka topic configs, checked by their declarations in rustka/config.py as
+the broker checks them when it opens the topic) and the ``.clean-shutdown``
+marker. Offsets
 may skip ahead between batches only in the segments the cleaner wrote, those
 below the checkpoint's ``cleaned_below``.
 """
@@ -21,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rustka.config import Config
 from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
 from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.record.compression import codec_name
+from rustka.settings import ConfigError
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
     CLEANER_CHECKPOINT_FILE,
@@ -33,12 +38,14 @@ from rustka.storage.log_files import (
     LOG_SUFFIX,
     RECOVERY_POINT_FILE,
     TIME_INDEX_SUFFIX,
+    TOPIC_CONFIG_FILE,
     DamagedFile,
     DamagedRecoveryPoint,
     base_offset_of,
     decode_cleaner_checkpoint,
     decode_cleaner_swap,
     decode_recovery_point,
+    decode_topic_config,
     log_name,
 )
 from rustka.storage.offset_index import INDEX_ENTRY
@@ -269,6 +276,7 @@ def check_data_dir(data_dir: Path) -> Report:
     for entry in sorted(data_dir.iterdir()):
         if entry.name == OFFSETS_TOPIC or not entry.is_dir():
             continue
+        _check_topic_config(entry, report)
         partitions.extend(
             sub for sub in sorted(entry.iterdir()) if sub.is_dir() and sub.name.isdigit()
         )
@@ -283,6 +291,29 @@ def check_data_dir(data_dir: Path) -> Report:
     if offsets_dir.is_dir():
         _check_partition(offsets_dir, report, commits=True)
     return report
+
+
+def _check_topic_config(directory: Path, report: Report) -> None:
+    """The topic's own configs: an intact file, and every config one the broker accepts."""
+    path = directory / TOPIC_CONFIG_FILE
+    leftover = path.with_name(TOPIC_CONFIG_FILE + ".tmp")
+    if leftover.exists():
+        report.notes.append(
+            f"{leftover}: an interrupted config change (removed at startup; the topic keeps "
+            f"the configs of {path.name})"
+        )
+    if not path.exists():
+        return
+    report.files_checked += 1
+    try:
+        configs = decode_topic_config(_read(path))
+    except DamagedFile as e:
+        report.problems.append(Problem(str(path), None, f"damaged: {e}"))
+        return
+    try:
+        Config().log_config(configs)
+    except ConfigError as e:
+        report.problems.append(Problem(str(path), None, str(e)))
 
 
 def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:

@@ -6,7 +6,9 @@ A partition directory holds segments named by their base offset in 20 digits
 torn write reads as "unknown"), on a compacted log the ``cleaner-checkpoint``
 and, while a cleaned segment is being swapped in, ``cleaner-swap`` (both
 below), and, briefly, leftovers of interrupted work (``.deleted``, ``.tmp``,
-``.cleaned``). The data dir holds ``.clean-shutdown``
+``.cleaned``). A topic directory holds its partition folders and, when the
+topic has configs of its own (Kafka topic configs, docs/kafka.md "Topic
+configs"), the ``topic-config`` file (below). The data dir holds ``.clean-shutdown``
 while the broker is stopped cleanly. Everything that writes, repairs or only
 reads these files (segments, partition logs, the offsets store, ``rustka
 check``) takes the layout from here.
@@ -15,6 +17,7 @@ check``) takes the layout from here.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from crc32c import crc32c
@@ -33,6 +36,7 @@ __all__ = [
     "RECOVERY_POINT_SIZE",
     "SEGMENT_SUFFIXES",
     "TIME_INDEX_SUFFIX",
+    "TOPIC_CONFIG_FILE",
     "CleanerCheckpoint",
     "CleanerSwap",
     "DamagedFile",
@@ -41,9 +45,11 @@ __all__ = [
     "decode_cleaner_checkpoint",
     "decode_cleaner_swap",
     "decode_recovery_point",
+    "decode_topic_config",
     "encode_cleaner_checkpoint",
     "encode_cleaner_swap",
     "encode_recovery_point",
+    "encode_topic_config",
     "index_name",
     "log_name",
     "segment_file_name",
@@ -63,6 +69,7 @@ RECOVERY_POINT_FILE = "recovery-point"
 CLEANER_CHECKPOINT_FILE = "cleaner-checkpoint"
 CLEANER_SWAP_FILE = "cleaner-swap"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+TOPIC_CONFIG_FILE = "topic-config"
 NAME_DIGITS = 20
 
 _RECOVERY_POINT = struct.Struct(">QI")
@@ -221,3 +228,61 @@ def decode_cleaner_swap(data: bytes) -> CleanerSwap:
     if base not in replaced:
         raise DamagedFile(f"the cleaned segment {base} replaces none of {replaced}")
     return CleanerSwap(base, replaced, cleaned_below)
+
+
+# --------------------------------------------------------------------------- topic configs
+
+# magic, version, u32 count, then count entries (u16 name length, name, u32 value
+# length, value; UTF-8), then a u32 CRC-32C of everything before it.
+_TOPIC_CONFIG_MAGIC = b"RKTC"
+_TOPIC_CONFIG_VERSION = 1
+_TOPIC_CONFIG_HEAD = struct.Struct(">4sBI")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> bytes:
+    """A topic's own configs (Kafka names and values), sorted by name, as the file stores them.
+
+    Replaced whole (tmp, fsync, rename, fsync dir) like the recovery point, so a
+    crash leaves the old configs or the new ones; the CRC tells a damaged file
+    from either.
+    """
+    parts = [_TOPIC_CONFIG_HEAD.pack(_TOPIC_CONFIG_MAGIC, _TOPIC_CONFIG_VERSION, len(configs))]
+    for name in sorted(configs):
+        raw_name, raw_value = name.encode("utf-8"), configs[name].encode("utf-8")
+        parts += [_U16.pack(len(raw_name)), raw_name, _U32.pack(len(raw_value)), raw_value]
+    body = b"".join(parts)
+    return body + _CRC.pack(crc32c(body))
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    """The configs the file holds; DamagedFile if it is not one whole, intact file."""
+    if len(data) < _TOPIC_CONFIG_HEAD.size + _CRC.size:
+        raise DamagedFile(f"{len(data)} bytes, too short")
+    body, (checksum,) = data[: -_CRC.size], _CRC.unpack(data[-_CRC.size :])
+    if crc32c(body) != checksum:
+        raise DamagedFile("checksum mismatch")
+    magic, version, count = _TOPIC_CONFIG_HEAD.unpack_from(body, 0)
+    if magic != _TOPIC_CONFIG_MAGIC or version != _TOPIC_CONFIG_VERSION:
+        raise DamagedFile(f"not a version {_TOPIC_CONFIG_VERSION} topic config file")
+    configs: dict[str, str] = {}
+    pos = _TOPIC_CONFIG_HEAD.size
+    try:
+        for _ in range(count):
+            (size,) = _U16.unpack_from(body, pos)
+            name = body[pos + 2 : pos + 2 + size].decode("utf-8")
+            pos += 2 + size
+            (size,) = _U32.unpack_from(body, pos)
+            value = body[pos + 4 : pos + 4 + size]
+            if len(value) != size:
+                raise DamagedFile(f"config {name!r} runs past the end of the file")
+            pos += 4 + size
+            if name in configs:
+                raise DamagedFile(f"config {name!r} appears twice")
+            configs[name] = value.decode("utf-8")
+    except (struct.error, UnicodeDecodeError) as e:
+        raise DamagedFile(f"entry {len(configs)} is malformed: {e}") from None
+    if pos != len(body):
+        raise DamagedFile(f"{len(body) - pos} bytes follow the last of {count} configs")
+    return configs

@@ -1,6 +1,8 @@
 """Every topic of one data dir: discovered at startup, created and deleted on demand.
 
-The directory listing is the only metadata. A clean-shutdown marker file is
+The directory listing is the metadata, with each topic's own configs in its
+directory (rustka/storage/topic.py), which the broker's `Resolver` turns into
+the topic's LogConfig. A clean-shutdown marker file is
 what lets startup trust the logs without scanning them: it is deleted as soon
 as the broker starts (so a crash leaves it missing) and written back, durably,
 only after every partition has been flushed and closed.
@@ -12,6 +14,7 @@ import contextlib
 import os
 import shutil
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ from rustka.errors import (
 )
 from rustka.names import OFFSETS_TOPIC, validate_topic
 from rustka.storage.file_io import close_all, fsync_dir
-from rustka.storage.log_config import LogConfig
+from rustka.storage.log_config import LogConfig, Resolver
 from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
 from rustka.storage.topic import Topic, check_partition_count, deleted_name, is_temp_name
 
@@ -58,9 +61,12 @@ class LogManager:
     recovered: bool
     recovery_reports: list[RecoveryReport]
 
-    def __init__(self, data_dir: Path, config: LogConfig, recovered: bool) -> None:
+    def __init__(
+        self, data_dir: Path, config: LogConfig, recovered: bool, resolve: Resolver | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.config = config
+        self.resolve: Resolver = resolve or _no_configs_of_their_own(config)
         self.recovered = recovered
         self.topics = {}
         self.recovery_reports = []
@@ -68,11 +74,20 @@ class LogManager:
         self._closed = False
 
     @classmethod
-    def open(cls, data_dir: Path, config: LogConfig, *, recover: bool | None = None) -> LogManager:
+    def open(
+        cls,
+        data_dir: Path,
+        config: LogConfig,
+        *,
+        recover: bool | None = None,
+        resolve: Resolver | None = None,
+    ) -> LogManager:
         """Load every topic of ``data_dir``, creating the directory if needed.
 
         ``recover=None`` decides from the marker: a data dir that holds logs but
         no marker was not shut down cleanly, so its logs are scanned with CRCs.
+        ``config`` is the broker's LogConfig; ``resolve`` makes a topic's from
+        its own configs (without one, a topic that has configs fails to open).
         """
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -88,12 +103,14 @@ class LogManager:
         entries = [e for e in entries if not is_temp_name(e.name)]
         if recover is None:
             recover = not had_marker and bool(entries)
-        manager = cls(data_dir, config, recover)
+        manager = cls(data_dir, config, recover, resolve)
         try:
             for entry in sorted(entries, key=lambda e: e.name):
                 if entry.name == OFFSETS_TOPIC or not _is_topic_name(entry.name):
                     continue
-                topic = Topic.open(Path(entry.path), config, recover=recover)
+                topic = Topic.open(
+                    Path(entry.path), config, recover=recover, resolve=manager.resolve
+                )
                 manager.topics[topic.name] = topic
                 manager.recovery_reports.extend(_recovery_reports(topic))
         except BaseException:
@@ -120,20 +137,26 @@ class LogManager:
                 topic = self._create_locked(name, partition_count)
             return topic
 
-    def create_topic(self, name: str, partition_count: int) -> Topic:
-        """Create a new topic; an existing one is an error, never silently reused."""
+    def create_topic(
+        self, name: str, partition_count: int, overrides: Mapping[str, str] | None = None
+    ) -> Topic:
+        """Create a new topic, with configs of its own if ``overrides``; an existing one is an
+        error, never silently reused. ``resolve``'s error for bad configs propagates."""
         with self._lock:
             if name in self.topics:
                 raise TopicExists(f"topic {name!r} already exists")
-            return self._create_locked(name, partition_count)
+            return self._create_locked(name, partition_count, overrides)
 
-    def _create_locked(self, name: str, partition_count: int) -> Topic:
+    def _create_locked(
+        self, name: str, partition_count: int, overrides: Mapping[str, str] | None = None
+    ) -> Topic:
         self._check_open()
         validate_topic(name)
         if name == CLEAN_SHUTDOWN_MARKER:
             raise InvalidName(f"invalid topic name {name!r}: reserved by the broker")
         check_partition_count(partition_count)
-        topic = Topic.create(self.data_dir, name, partition_count, self.config)
+        config = self.resolve(overrides) if overrides else self.config
+        topic = Topic.create(self.data_dir, name, partition_count, config, overrides)
         self.topics[name] = topic
         return topic
 
@@ -200,6 +223,17 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise BrokerUnavailable("the log manager is closed: the broker is shutting down")
+
+
+def _no_configs_of_their_own(config: LogConfig) -> Resolver:
+    def resolve(overrides: Mapping[str, str]) -> LogConfig:
+        if overrides:
+            raise StorageError(
+                f"topic configs {sorted(overrides)} given, and nothing to read them with"
+            )
+        return config
+
+    return resolve
 
 
 def _is_topic_name(name: str) -> bool:

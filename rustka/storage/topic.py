@@ -1,20 +1,29 @@
 """A topic: numbered partition folders under ``data_dir/<topic>/`` plus key routing.
 
-There is no metadata file: the partition count *is* the number of folders, so
-the folders must only ever appear whole and in order. Creation therefore builds
-the complete tree under a temporary name and renames it into place in one step,
-and ``open`` refuses a topic whose folders are not exactly ``0..n-1``, because a
-gap means keys would silently route to a different partition than before.
+The partition count *is* the number of folders, so the folders must only ever
+appear whole and in order. Creation therefore builds the complete tree under a
+temporary name and renames it into place in one step, and ``open`` refuses a
+topic whose folders are not exactly ``0..n-1``, because a gap means keys would
+silently route to a different partition than before.
+
+A topic's own configs (Kafka topic configs, docs/kafka.md "Topic configs") are
+the one metadata file, ``topic-config`` (rustka/storage/log_files.py): written
+into the tree before the rename that creates the topic, replaced whole when
+they change, and checked when the topic opens by the broker's `Resolver`, which
+turns them into the LogConfig every partition of the topic uses. Storage keeps
+them as given and never interprets them itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import secrets
 import shutil
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +36,14 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.names import validate_topic
-from rustka.storage.file_io import close_all, fsync_dir
-from rustka.storage.log_config import LogConfig
+from rustka.storage.file_io import close_all, fsync_dir, replace_file
+from rustka.storage.log_config import LogConfig, Resolver
+from rustka.storage.log_files import (
+    TOPIC_CONFIG_FILE,
+    DamagedFile,
+    decode_topic_config,
+    encode_topic_config,
+)
 from rustka.storage.partition_log import PartitionLog
 
 MAX_PARTITIONS = 10_000
@@ -86,25 +101,42 @@ class Topic:
     name: str
     directory: Path
     partitions: list[PartitionLog]
+    config: LogConfig
+    overrides: Mapping[str, str]
 
     def __init__(
-        self, name: str, directory: Path, partitions: list[PartitionLog], config: LogConfig
+        self,
+        name: str,
+        directory: Path,
+        partitions: list[PartitionLog],
+        config: LogConfig,
+        overrides: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.directory = directory
         self.partitions = partitions
         self.config = config
+        #: The topic's own configs, as stored (replaced, never mutated).
+        self.overrides = dict(overrides or {})
         # add_partitions from two requests at once must not both create folder n.
         self._lock = threading.Lock()
         self._closed = False
 
     @classmethod
-    def create(cls, data_dir: Path, name: str, partition_count: int, config: LogConfig) -> Topic:
-        """Create the topic's folders atomically, then open its partition logs.
+    def create(
+        cls,
+        data_dir: Path,
+        name: str,
+        partition_count: int,
+        config: LogConfig,
+        overrides: Mapping[str, str] | None = None,
+    ) -> Topic:
+        """Create the topic's folders (and configs) atomically, then open its partition logs.
 
         Everything is validated before the first byte touches the disk, and a
         crash at any point leaves either no topic or a complete one (plus a
-        temporary directory that the next startup removes).
+        temporary directory that the next startup removes). ``config`` is what
+        ``overrides``, the topic's own configs, resolve to.
         """
         validate_topic(name)
         check_partition_count(partition_count)
@@ -117,6 +149,8 @@ class Topic:
         try:
             for index in range(partition_count):
                 _make_partition_dir(staging / str(index))
+            if overrides:
+                replace_file(staging / TOPIC_CONFIG_FILE, encode_topic_config(overrides))
             fsync_dir(staging)
             try:
                 os.rename(staging, directory)
@@ -128,17 +162,42 @@ class Topic:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         fsync_dir(data_dir)
-        return cls.open(directory, config)
+        return cls.open(directory, config, resolve=lambda _: config)
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, *, recover: bool = False) -> Topic:
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recover: bool = False,
+        resolve: Resolver | None = None,
+    ) -> Topic:
         """Open every partition folder of an existing topic.
 
         ``recover`` is passed to each partition log: after an unclean shutdown
         the tails of the logs must be scanned and torn writes truncated.
+        ``config`` is the broker's; a topic with configs of its own gets what
+        ``resolve`` makes of them, and a damaged or invalid ``topic-config``
+        file is a StorageError naming it: opening the topic with the broker's
+        settings instead could delete what its own retention keeps.
         """
         directory = Path(directory)
         name = validate_topic(directory.name)
+        overrides = read_topic_config(directory)
+        if overrides:
+            if resolve is None:
+                raise StorageError(
+                    f"{directory / TOPIC_CONFIG_FILE}: the topic has configs of its own, "
+                    f"and nothing was given to read them"
+                )
+            try:
+                config = resolve(overrides)
+            except Exception as e:
+                raise StorageError(
+                    f"{directory / TOPIC_CONFIG_FILE}: {e}; fix or remove the file "
+                    f"(without it the topic has the broker's settings)"
+                ) from e
         indexes = _list_partitions(directory)
         partitions: list[PartitionLog] = []
         try:
@@ -150,7 +209,46 @@ class Topic:
             for log in partitions:
                 log.close()
             raise
-        return cls(name, directory, partitions, config)
+        return cls(name, directory, partitions, config, overrides)
+
+    def reconfigure(
+        self,
+        change: Callable[[Mapping[str, str]], Mapping[str, str]],
+        resolve: Resolver,
+        *,
+        validate_only: bool = False,
+    ) -> Mapping[str, str]:
+        """Replace the topic's own configs with ``change(current)``; returns the new ones.
+
+        ``resolve`` checks them (its error propagates, and nothing changes);
+        then the file is replaced whole and every open partition log takes
+        the new LogConfig at once (retention, rolls, size limits and the
+        timestamp type apply from the next append or pass; segments already
+        open keep their index interval). One change at a time per topic, each
+        computed from the last, so concurrent alters never lose one another.
+        ``validate_only`` stops after the check.
+        """
+        with self._lock:
+            if self._closed:
+                raise UnknownTopic(f"topic {self.name!r} was deleted or closed")
+            new = dict(change(self.overrides))
+            config = resolve(new)
+            if validate_only:
+                return new
+            path = self.directory / TOPIC_CONFIG_FILE
+            try:
+                if new:
+                    replace_file(path, encode_topic_config(new))
+                elif path.exists():
+                    path.unlink()
+                    fsync_dir(self.directory)
+            except OSError as e:
+                raise StorageError(f"cannot write {path}: {e.strerror}") from e
+            self.overrides = new
+            self.config = config
+            for log in self.partitions:
+                log.config = config
+            return new
 
     @property
     def partition_count(self) -> int:
@@ -241,6 +339,30 @@ class Topic:
         with self._lock:
             self._closed = True
         close_all(self.partitions)
+
+
+def read_topic_config(directory: Path) -> dict[str, str]:
+    """The configs a topic directory's ``topic-config`` file holds ({} without one).
+
+    A ``.tmp`` leftover of an interrupted replacement is removed: the file it
+    was to replace is still whole. Damage is a StorageError naming the file.
+    """
+    path = directory / TOPIC_CONFIG_FILE
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path.with_name(TOPIC_CONFIG_FILE + ".tmp"))
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise StorageError(f"cannot read {path}: {e.strerror}") from e
+    try:
+        return decode_topic_config(data)
+    except DamagedFile as e:
+        raise StorageError(
+            f"{path} is damaged ({e}); restore it or remove it "
+            f"(without it the topic has the broker's settings)"
+        ) from e
 
 
 def _list_partitions(directory: Path) -> list[int]:

@@ -1,4 +1,5 @@
-"""File names, the recovery-point file and the cleaner's files (rustka/storage/log_files.py)."""
+"""File names, the recovery-point file, the cleaner's files and the topic-config file
+(rustka/storage/log_files.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from rustka.storage.log_files import (
     decode_cleaner_checkpoint,
     decode_cleaner_swap,
     decode_recovery_point,
+    decode_topic_config,
     encode_cleaner_checkpoint,
     encode_cleaner_swap,
     encode_recovery_point,
+    encode_topic_config,
     index_name,
     log_name,
     segment_file_name,
@@ -73,3 +76,36 @@ def test_cleaner_swap_round_trips_and_damage_is_detected() -> None:
     for bad in (data[:-2], bytes(flipped), b"RKCS", foreign):
         with pytest.raises(DamagedFile):
             decode_cleaner_swap(bad)
+
+
+def test_topic_config_round_trips_in_name_order() -> None:
+    configs = {"retention.ms": "-1", "cleanup.policy": "compact,delete", "é.x": "ü"}
+    data = encode_topic_config(configs)
+    assert decode_topic_config(data) == configs
+    assert list(decode_topic_config(data)) == sorted(configs)
+    assert decode_topic_config(encode_topic_config({})) == {}
+
+
+def test_a_damaged_topic_config_file_is_never_read_as_configs() -> None:
+    data = encode_topic_config({"segment.bytes": "1000", "retention.ms": "5"})
+    for cut in range(len(data)):
+        with pytest.raises(DamagedFile):
+            decode_topic_config(data[:cut])
+    for i in range(len(data)):
+        flipped = bytearray(data)
+        flipped[i] ^= 0x01
+        with pytest.raises(DamagedFile):
+            decode_topic_config(bytes(flipped))
+    with pytest.raises(DamagedFile, match="not a version 1"):
+        decode_topic_config(_with_crc(b"RKTX\x01" + bytes(4)))
+    twice = b"RKTC\x01" + (2).to_bytes(4, "big") + 2 * (b"\x00\x01a" + bytes(4))
+    with pytest.raises(DamagedFile, match="appears twice"):
+        decode_topic_config(_with_crc(twice))
+    with pytest.raises(DamagedFile, match="follow the last"):
+        decode_topic_config(_with_crc(b"RKTC\x01" + bytes(4) + b"x"))
+
+
+def _with_crc(body: bytes) -> bytes:
+    from crc32c import crc32c
+
+    return body + crc32c(body).to_bytes(4, "big")

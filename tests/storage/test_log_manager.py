@@ -1,4 +1,5 @@
-"""LogManager: topic discovery, auto-create, deletion and the clean-shutdown marker."""
+"""LogManager: topic discovery (with each topic's own configs), auto-create, deletion and
+the clean-shutdown marker."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from rustka.errors import InvalidName, InvalidPartitionCount, TopicExists, UnknownTopic
+from rustka.errors import (
+    InvalidName,
+    InvalidPartitionCount,
+    StorageError,
+    TopicExists,
+    UnknownTopic,
+)
 from rustka.record.batch import Record, encode_batch
+from rustka.settings import ConfigError
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
 from rustka.storage.log_manager import LogManager
@@ -302,3 +310,41 @@ def test_leftover_of_an_interrupted_delete_is_removed_at_startup(tmp_path: Path)
         assert not leftover.exists()
     finally:
         reopened.close()
+
+
+def test_topics_keep_their_own_configs_across_a_restart(tmp_path: Path) -> None:
+    """Each topic's resolved LogConfig is what its partitions use; others get the broker's."""
+    from rustka.config import Config
+
+    broker = Config().updated({"flush": "never"})
+    manager = LogManager.open(tmp_path, broker.log_config(), resolve=broker.log_config)
+    manager.create_topic("compacted", 2, {"cleanup.policy": "compact", "segment.bytes": "500"})
+    manager.create_topic("plain", 1)
+    manager.close()
+    reopened = LogManager.open(tmp_path, broker.log_config(), resolve=broker.log_config)
+    try:
+        compacted = reopened.topic("compacted")
+        assert compacted.overrides == {"cleanup.policy": "compact", "segment.bytes": "500"}
+        assert [(p.config.compact, p.config.segment_bytes) for p in compacted.partitions] == [
+            (True, 500),
+            (True, 500),
+        ]
+        assert reopened.topic("plain").partition(0).config == broker.log_config()
+    finally:
+        reopened.close()
+    with pytest.raises(StorageError, match="nothing to read them with"):
+        LogManager.open(tmp_path, broker.log_config())
+
+
+def test_create_topic_with_bad_configs_creates_nothing(tmp_path: Path) -> None:
+    from rustka.config import Config
+
+    broker = Config()
+    manager = LogManager.open(tmp_path, broker.log_config(), resolve=broker.log_config)
+    try:
+        with pytest.raises(ConfigError, match="Unknown topic config name: nope"):
+            manager.create_topic("orders", 1, {"nope": "1"})
+        assert "orders" not in manager.topics
+        assert os.listdir(tmp_path) == []
+    finally:
+        manager.close()

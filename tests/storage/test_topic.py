@@ -1,9 +1,11 @@
-"""Topics: atomic creation of numbered partition folders, discovery and key routing."""
+"""Topics: atomic creation of numbered partition folders (and the topic's own configs),
+discovery, reconfiguration and key routing."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,9 @@ from rustka.errors import (
 )
 from rustka.partitioner import partition_for_key
 from rustka.record.batch import Record, encode_batch
+from rustka.settings import ConfigError
 from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import TOPIC_CONFIG_FILE, decode_topic_config, encode_topic_config
 from rustka.storage.topic import MAX_PARTITIONS, Topic, is_temp_name, temp_name
 
 
@@ -253,3 +257,158 @@ def test_closed_topic_refuses_to_grow(tmp_path: Path) -> None:
     with pytest.raises(UnknownTopic, match="deleted or closed"):
         topic.add_partitions(2)
     assert sorted(p.name for p in (tmp_path / "orders").iterdir()) == ["0"]
+
+
+# -- the topic's own configs ------------------------------------------------------------
+
+
+def _resolve(overrides: Mapping[str, str]) -> LogConfig:
+    """The broker's resolver (rustka/config.py) over this file's test settings."""
+    from rustka.config import Config
+
+    resolved = Config().updated({"flush": "never"}).log_config(overrides)
+    return resolved
+
+
+def test_a_topic_is_created_with_its_configs_and_opens_with_them(tmp_path: Path) -> None:
+    overrides = {"segment.bytes": "200", "retention.ms": "-1"}
+    topic = Topic.create(tmp_path, "orders", 2, _resolve(overrides), overrides)
+    try:
+        assert sorted(os.listdir(tmp_path / "orders")) == ["0", "1", TOPIC_CONFIG_FILE]
+        assert topic.overrides == overrides
+        assert [p.config.segment_bytes for p in topic.partitions] == [200, 200]
+    finally:
+        topic.close()
+    data = (tmp_path / "orders" / TOPIC_CONFIG_FILE).read_bytes()
+    assert decode_topic_config(data) == overrides
+    reopened = Topic.open(tmp_path / "orders", _config(), resolve=_resolve)
+    try:
+        assert reopened.overrides == overrides
+        assert reopened.config.retention_ms is None
+        assert all(p.config is reopened.config for p in reopened.partitions)
+    finally:
+        reopened.close()
+
+
+def test_a_topic_without_configs_of_its_own_has_no_file(tmp_path: Path) -> None:
+    Topic.create(tmp_path, "plain", 1, _config()).close()
+    assert TOPIC_CONFIG_FILE not in os.listdir(tmp_path / "plain")
+    topic = Topic.open(tmp_path / "plain", _config())
+    try:
+        assert topic.overrides == {} and topic.config == _config()
+    finally:
+        topic.close()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"garbage", "is damaged"),
+        (encode_topic_config({"retention.ms": "soon"}), "configuration retention.ms"),
+        (encode_topic_config({"dummy.doesntexist": "1"}), "Unknown topic config name"),
+    ],
+)
+def test_a_damaged_or_invalid_config_file_stops_the_topic_opening(
+    tmp_path: Path, data: bytes, message: str
+) -> None:
+    """Opening with the broker's settings instead could delete what the topic's own
+    retention keeps, so the error names the file and what to do."""
+    Topic.create(tmp_path, "orders", 1, _config()).close()
+    (tmp_path / "orders" / TOPIC_CONFIG_FILE).write_bytes(data)
+    with pytest.raises(StorageError, match=message) as e:
+        Topic.open(tmp_path / "orders", _config(), resolve=_resolve)
+    assert TOPIC_CONFIG_FILE in str(e.value)
+    assert "remove" in str(e.value)
+
+
+def test_configs_without_a_resolver_are_refused(tmp_path: Path) -> None:
+    overrides = {"segment.bytes": "200"}
+    Topic.create(tmp_path, "orders", 1, _resolve(overrides), overrides).close()
+    with pytest.raises(StorageError, match="configs of its own"):
+        Topic.open(tmp_path / "orders", _config())
+
+
+def test_reconfigure_applies_to_open_logs_and_survives_reopen(tmp_path: Path) -> None:
+    topic = Topic.create(tmp_path, "orders", 2, _config())
+    try:
+        new = topic.reconfigure(lambda old: {**old, "segment.bytes": "100"}, _resolve)
+        assert new == {"segment.bytes": "100"} == topic.overrides
+        assert [p.config.segment_bytes for p in topic.partitions] == [100, 100]
+        # The very next append to the open log rolls at the new size.
+        log = topic.partition(0)
+        for i in range(3):
+            log.append(encode_batch([Record(b"k", b"v" * 80, timestamp=i)]))
+        assert len(log.segments) == 3
+        topic.add_partitions(3)
+        assert topic.partition(2).config.segment_bytes == 100
+    finally:
+        topic.close()
+    reopened = Topic.open(tmp_path / "orders", _config(), resolve=_resolve)
+    try:
+        assert reopened.overrides == {"segment.bytes": "100"}
+        assert reopened.partition(1).config.segment_bytes == 100
+        reopened.reconfigure(lambda old: {}, _resolve)
+        assert reopened.config == _resolve({})
+        assert TOPIC_CONFIG_FILE not in os.listdir(tmp_path / "orders")
+    finally:
+        reopened.close()
+
+
+def test_a_refused_or_validate_only_reconfigure_changes_nothing(tmp_path: Path) -> None:
+    overrides = {"retention.ms": "1000"}
+    topic = Topic.create(tmp_path, "orders", 1, _resolve(overrides), overrides)
+    before = (tmp_path / "orders" / TOPIC_CONFIG_FILE).read_bytes()
+    try:
+        with pytest.raises(ConfigError, match=r"segment\.bytes"):
+            topic.reconfigure(lambda old: {**old, "segment.bytes": "1"}, _resolve)
+        checked = topic.reconfigure(lambda old: {"retention.ms": "5"}, _resolve, validate_only=True)
+        assert checked == {"retention.ms": "5"}
+        assert topic.overrides == overrides
+        assert topic.partition(0).config.retention_ms == 1000
+        assert (tmp_path / "orders" / TOPIC_CONFIG_FILE).read_bytes() == before
+    finally:
+        topic.close()
+    with pytest.raises(UnknownTopic):
+        topic.reconfigure(lambda old: {}, _resolve)
+
+
+def test_a_leftover_of_an_interrupted_replacement_is_removed(tmp_path: Path) -> None:
+    """A crash between writing the .tmp and renaming it leaves the old file whole."""
+    overrides = {"retention.ms": "1000"}
+    Topic.create(tmp_path, "orders", 1, _resolve(overrides), overrides).close()
+    (tmp_path / "orders" / f"{TOPIC_CONFIG_FILE}.tmp").write_bytes(b"half a")
+    topic = Topic.open(tmp_path / "orders", _config(), resolve=_resolve)
+    try:
+        assert topic.overrides == overrides
+        assert sorted(os.listdir(tmp_path / "orders")) == ["0", TOPIC_CONFIG_FILE]
+    finally:
+        topic.close()
+
+
+def test_concurrent_reconfigures_lose_no_change(tmp_path: Path) -> None:
+    topic = Topic.create(tmp_path, "orders", 1, _config())
+    keys = [
+        "delete.retention.ms",
+        "file.delete.delay.ms",
+        "min.compaction.lag.ms",
+        "segment.jitter.ms",
+        "flush.ms",
+        "local.retention.ms",
+    ]
+    try:
+        threads = [
+            threading.Thread(
+                target=topic.reconfigure, args=(lambda old, k=k: {**old, k: "7"}, _resolve)
+            )
+            for k in keys
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert topic.overrides == dict.fromkeys(keys, "7")
+    finally:
+        topic.close()
+    assert decode_topic_config(
+        (tmp_path / "orders" / TOPIC_CONFIG_FILE).read_bytes()
+    ) == dict.fromkeys(keys, "7")

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rustka.config import Config
 from rustka.ops.cli import main
 from rustka.record.batch import Record, compress_batch, encode_batch, parse_header
 from rustka.storage.log_config import LogConfig
+from rustka.storage.log_files import TOPIC_CONFIG_FILE, encode_topic_config
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
 
@@ -25,12 +27,14 @@ TS = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cleanly closed data dir: one topic with several segments and indexes, and commits."""
+    """A cleanly closed data dir: one topic with several segments and indexes, commits, and a
+    topic with configs of its own."""
     data_dir = tmp_path_factory.mktemp("pristine")
     config = LogConfig(
         segment_bytes=64 * 1024, segment_ms=None, index_interval_bytes=512, flush="never"
     )
-    logs = LogManager.open(data_dir, config)
+    logs = LogManager.open(data_dir, config, resolve=Config().log_config)
+    logs.create_topic("tuned", 1, {"cleanup.policy": "compact", "retention.ms": "-1"})
     plog = logs.get_or_create("orders", 1).partition(0)
     for i in range(300):
         batch = encode_batch(
@@ -116,6 +120,20 @@ def corrupt_offsets(d: Path) -> tuple[Path, str]:
     return log, f"{log} at byte {second}: CRC-32C mismatch"
 
 
+def damaged_topic_config(d: Path) -> tuple[Path, str]:
+    path = d / "tuned" / TOPIC_CONFIG_FILE
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0x01
+    path.write_bytes(bytes(data))
+    return path, "damaged: checksum mismatch"
+
+
+def invalid_topic_config(d: Path) -> tuple[Path, str]:
+    path = d / "tuned" / TOPIC_CONFIG_FILE
+    path.write_bytes(encode_topic_config({"retention.ms": "soon", "segment.bytes": "1000"}))
+    return path, "Invalid value soon for configuration retention.ms"
+
+
 def offsets_out_of_chain(d: Path) -> tuple[Path, str]:
     log = segment(d, 1)
     data = bytearray(log.read_bytes())
@@ -132,6 +150,8 @@ DAMAGE: dict[str, Callable[[Path], tuple[Path, str]]] = {
     "bad recovery-point file": bad_recovery_point,
     "corrupt offsets batch": corrupt_offsets,
     "broken offset chain": offsets_out_of_chain,
+    "damaged topic-config file": damaged_topic_config,
+    "invalid topic config": invalid_topic_config,
 }
 
 
