@@ -74,6 +74,7 @@ __all__ = [
     "encode_varlong",
     "ms_now",
     "parse_header",
+    "restamp_batches",
     "rewrite_batch",
     "scan_batches",
     "set_base_offset",
@@ -751,6 +752,11 @@ def accept_batches(
     max_batch_bytes: int | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     require_keys: bool = False,
+    now: int | None = None,
+    log_append_time: bool = False,
+    before_max_ms: int | None = None,
+    after_max_ms: int | None = None,
+    codec: int | None = None,
 ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
     """A client's produce payload as the broker stores it: checked, maxTimestamp made true.
 
@@ -766,12 +772,30 @@ def accept_batches(
     ``require_keys`` is for a compacted topic: a record without a key could
     never be compacted, so it is InvalidBatch (Kafka's LogValidator: "Compacted
     topic cannot accept message without key", INVALID_RECORD).
+
+    The topic's other rules, as Kafka's LogValidator applies them (docs/kafka.md,
+    "Topic configs"): with ``log_append_time`` every batch is stamped with the
+    broker's clock ``now`` (`restamp_batches`); otherwise a record timestamp more
+    than ``before_max_ms`` behind ``now`` or ``after_max_ms`` ahead of it is
+    InvalidTimestamp (records without one, -1, pass). ``codec`` (a topic's
+    compression.type other than producer) is the codec every batch is stored in.
     """
     data = buf if type(buf) is bytes else bytes(buf)
     stamps: list[tuple[int, int]] = []
-    validated = _validate(data, max_decompressed_bytes, max_batch_bytes, stamps, require_keys)
-    if not stamps:
+    window = None
+    if not log_append_time and (before_max_ms is not None or after_max_ms is not None):
+        window = (ms_now() if now is None else now, before_max_ms, after_max_ms)
+    validated = _validate(
+        data, max_decompressed_bytes, max_batch_bytes, stamps, require_keys, window
+    )
+    recode = codec is not None and any(
+        h.attributes & _COMPRESSION_MASK != codec for _, h in validated
+    )
+    if not stamps and not recode and not log_append_time:
         return data, validated
+    if not stamps:
+        stamp = (ms_now() if now is None else now) if log_append_time else None
+        return restamp_batches(data, validated, codec=codec, log_append_time=stamp)
     out = bytearray(data)
     for index, max_timestamp in stamps:
         pos, header = validated[index]
@@ -779,7 +803,57 @@ def accept_batches(
         end = pos + header.size
         _CRC.pack_into(out, pos + _CRC_POS, crc32c(memoryview(out)[pos + _ATTRIBUTES_POS : end]))
         validated[index] = (pos, _new_tuple(BatchHeader, _HEADER.unpack_from(out, pos)))
+    if recode or log_append_time:
+        stamp = (ms_now() if now is None else now) if log_append_time else None
+        return restamp_batches(bytes(out), validated, codec=codec, log_append_time=stamp)
     return bytes(out), validated
+
+
+def restamp_batches(
+    data: bytes,
+    batches: Sequence[tuple[int, BatchHeader]],
+    *,
+    codec: int | None = None,
+    log_append_time: int | None = None,
+) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    """Validated batches as a topic stores them: in ``codec``, stamped ``log_append_time``.
+
+    What Kafka's LogValidator does for a topic whose message.timestamp.type is
+    LogAppendTime: the timestamp-type attribute bit set and maxTimestamp the
+    broker's time, so every record reads as that time, with the CRC recomputed
+    (the record timestamps stay as sent, as in Kafka). A ``codec`` other than a
+    batch's own (a topic's compression.type) rebuilds its records area in that
+    codec (0: uncompressed) and its length. Returns the bytes and their headers.
+    """
+    out = bytearray()
+    headers: list[tuple[int, BatchHeader]] = []
+    for pos, header in batches:
+        end = pos + header.size
+        attributes = header.attributes
+        own = attributes & _COMPRESSION_MASK
+        covered = bytearray(data[pos + _ATTRIBUTES_POS : end])
+        if codec is not None and codec != own:
+            records = data[pos + HEADER_SIZE : end]
+            if own:
+                records = decompress(own, records, _INT32_MAX)
+            body = compress(codec, records) if codec else bytes(records)
+            attributes = (attributes & ~_COMPRESSION_MASK) | codec
+            covered[_RECORDS_IN_COVERED:] = body
+        if log_append_time is not None:
+            attributes |= _TIMESTAMP_TYPE_BIT
+            _MAX_TS.pack_into(covered, _MAX_TIMESTAMP_POS - _ATTRIBUTES_POS, log_append_time)
+        struct.pack_into(">h", covered, 0, attributes)
+        at = len(out)
+        out += _PREFIX_CRC.pack(
+            header.base_offset,
+            _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered),
+            header.partition_leader_epoch,
+            MAGIC,
+            crc32c(covered),
+        )
+        out += covered
+        headers.append((at, _new_tuple(BatchHeader, _HEADER.unpack_from(out, at))))
+    return bytes(out), headers
 
 
 def _validate(
@@ -788,11 +862,13 @@ def _validate(
     max_batch_bytes: int | None,
     stamps: list[tuple[int, int]] | None,
     require_keys: bool = False,
+    window: tuple[int, int | None, int | None] | None = None,
 ) -> list[tuple[int, BatchHeader]]:
     """The checks of `validate_batches`; a wrong maxTimestamp goes to ``stamps`` if given.
 
     ``stamps`` collects (batch index, true maxTimestamp) for `accept_batches`;
-    without it a wrong maxTimestamp is InvalidBatch.
+    without it a wrong maxTimestamp is InvalidBatch. ``window`` is (now, most
+    ms before it, most ms after it) for the record timestamps.
     """
     total = len(data)
     if total == 0:
@@ -855,6 +931,8 @@ def _validate(
                 f"do not fit in int64"
             )
         top = base_ts + high
+        if window is not None:
+            _check_window(data, pos, end, codec, base_ts + low, top, window, where)
         if top < _NO_TIMESTAMP:
             top = _NO_TIMESTAMP
         if header.max_timestamp != top:
@@ -867,6 +945,41 @@ def _validate(
         result.append((pos, header))
         pos = end
     return result
+
+
+def _check_window(
+    data: bytes,
+    pos: int,
+    end: int,
+    codec: int,
+    lowest: int,
+    highest: int,
+    window: tuple[int, int | None, int | None],
+    where: str,
+) -> None:
+    """Kafka's validateTimestamp for a CreateTime batch, from its records' extreme timestamps.
+
+    The lowest may belong to a record without a timestamp (-1), which passes; only
+    then are the records decoded to find the lowest real one.
+    """
+    now, before, after = window
+    low = now - before if before is not None else None
+    high = now + after if after is not None else None
+    if low is not None and lowest < low and lowest == _NO_TIMESTAMP:
+        batch = data[pos:end]
+        real = [r.timestamp for r in decode_records(batch, verify=False) if r.timestamp != -1]
+        lowest = min(real, default=_NO_TIMESTAMP)
+    bad = None
+    if low is not None and lowest != _NO_TIMESTAMP and lowest < low:
+        bad = lowest
+    elif high is not None and highest > high:
+        bad = highest
+    if bad is not None:
+        bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        raise InvalidTimestamp(
+            f"{where}: timestamp {bad} is out of range; the topic takes timestamps within "
+            f"{bounds} (message.timestamp.before.max.ms/after.max.ms)"
+        )
 
 
 def _check_header(header: BatchHeader, where: str) -> None:

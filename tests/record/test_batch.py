@@ -840,6 +840,83 @@ def test_accept_batches_checks_the_size_limit_before_the_crc() -> None:
     assert accept_batches(batch, max_batch_bytes=len(batch))[0] is batch
 
 
+@pytest.mark.parametrize("codec", [None, "gzip", "lz4"])
+def test_log_append_time_stamps_every_batch_with_the_brokers_clock(codec: str | None) -> None:
+    """A LogAppendTime topic (Kafka's LogValidator): the timestamp-type bit and maxTimestamp
+    are the broker's, the CRC is recomputed, the records and their codec are as sent."""
+    plain = three_record_batch()
+    sent = plain if codec is None else compress_batch(plain, codec)
+    payload = sent + encode_batch([Record(b"x", b"y")], timestamp=TS)
+    stored, headers = accept_batches(payload, log_append_time=True, now=TS + 1000)
+    assert headers == scan_batches(stored)[0]
+    for pos, header in headers:
+        assert header.attributes & 0x08
+        assert header.max_timestamp == TS + 1000
+        assert crc_ok(stored, pos, header)
+    first = headers[0][1]
+    assert first.attributes & 0x07 == parse_header(sent).attributes & 0x07
+    assert first.base_timestamp == TS
+    assert stored[HEADER_SIZE : first.size] == sent[HEADER_SIZE:]
+    assert [r.timestamp for r in decode_records(stored)] == [TS, TS + 5, TS + 9]
+    with pytest.raises(InvalidTimestamp):
+        accept_batches(stored)
+
+
+def test_restamping_a_broker_built_batch_is_the_same_stamp() -> None:
+    """The seed Produce's one-record batches are stamped by the same function."""
+    payload = encode_batch([Record(b"k", b"v")], timestamp=TS)
+    stored, [(pos, header)] = record_batch.restamp_batches(
+        payload, validate_batches(payload), log_append_time=TS + 5
+    )
+    assert (header.attributes & 0x08, header.max_timestamp) == (0x08, TS + 5)
+    assert crc_ok(stored, pos, header) and len(stored) == len(payload)
+
+
+@pytest.mark.parametrize(
+    ("sent", "target"), [(None, 3), (None, 4), ("gzip", 0), ("snappy", 1), ("zstd", 2)]
+)
+def test_a_topics_compression_type_recompresses_batches(sent: str | None, target: int) -> None:
+    """compression.type other than producer: the batch is rebuilt in the topic's codec, with
+    its new length and CRC; the records, offsets and producer fields stay."""
+    plain = patch(patch(three_record_batch(), 43, ">q", 77), 53, ">i", 5)
+    payload = plain if sent is None else compress_batch(plain, sent)
+    stored, [(pos, header)] = accept_batches(payload, codec=target)
+    assert header.attributes & 0x07 == target
+    assert validate_batches(stored) == [(pos, header)]
+    before = parse_header(payload)
+    for field in ("last_offset_delta", "base_timestamp", "max_timestamp", "producer_id"):
+        assert getattr(header, field) == getattr(before, field), field
+    assert decode_records(stored) == decode_records(payload)
+    assert accept_batches(stored, codec=target)[0] is stored
+
+
+@pytest.mark.parametrize(
+    ("timestamps", "refused"),
+    [
+        ([TS - 60_001], TS - 60_001),
+        ([TS, TS + 1001], TS + 1001),
+        ([-1, -1], None),
+        ([-1, TS - 60_001], TS - 60_001),
+        ([-1, TS], None),
+        ([TS - 60_000, TS + 1000], None),
+    ],
+)
+def test_record_timestamps_outside_the_topics_window_are_invalid(
+    timestamps: list[int], refused: int | None
+) -> None:
+    """message.timestamp.before.max.ms / after.max.ms (Kafka's validateTimestamp): checked
+    for every record with a timestamp; -1 ("none") always passes."""
+    batch = encode_batch([Record(b"k", b"v", timestamp=t) for t in timestamps])
+    window = {"now": TS, "before_max_ms": 60_000, "after_max_ms": 1000}
+    if refused is None:
+        accept_batches(batch, **window)
+    else:
+        with pytest.raises(InvalidTimestamp, match=f"timestamp {refused} is out of range"):
+            accept_batches(batch, **window)
+    accept_batches(batch, now=TS)
+    accept_batches(batch, log_append_time=True, **window)
+
+
 def test_record_attributes_are_ignored() -> None:
     """A v2 record's attributes byte is unused: any value is accepted, as Kafka accepts it."""
     batch = forged(raw_record(0, attributes=b"\x7f") + raw_record(1, attributes=b"\xff"), 2)
