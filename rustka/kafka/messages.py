@@ -7,7 +7,7 @@ the snake_case of Kafka's current field names; decoded messages are plain dicts/
 those keys, and encoders accept the same shape with missing keys taking the field default.
 
 `APIS` is the single place the front-end learns what to advertise. Only non-flexible
-versions are declared except ApiVersions 3-4 (see docs/kafka-codec-notes.md for why);
+versions are declared except ApiVersions 3-4 (docs/kafka.md, "APIs and versions", says why);
 `flexible_from` still records Kafka's threshold so headers of newer requests parse.
 """
 

@@ -545,8 +545,6 @@ class _Codegen:
             self.ns[name] = globals()[name]
         self._count = 0
         self._cache: dict[tuple[Any, ...], str] = {}
-        #: Generated source per function name, kept for debugging (`describe_codec`).
-        self.sources: dict[str, str] = {}
 
     def _fresh(self, prefix: str) -> str:
         self._count += 1
@@ -554,7 +552,6 @@ class _Codegen:
 
     def _define(self, name: str, header: str, body: list[str]) -> None:
         src = header + "\n" + "\n".join(_indent(body or ["pass"])) + "\n"
-        self.sources[name] = src
         exec(compile(src, f"<kafka codec {name}>", "exec"), self.ns)
 
     def _struct_fn(self, fmt: str, kind: str) -> str:
