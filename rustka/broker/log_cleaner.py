@@ -57,6 +57,9 @@ STEP_BYTES = 512 * 1024
 """Bytes read and written per step at most: a few tens of milliseconds of work on the lane.
 Under a rate limit a step is a tenth of a second's worth, so the pauses stay short."""
 
+BURST_S = 0.1
+"""How far ahead of its rate limit a round may get after falling behind it."""
+
 
 class CleanerCore(Protocol):
     """What `LogCleaner` needs of the broker core (`rustka.broker.core.Broker` is one)."""
@@ -157,7 +160,8 @@ class LogCleaner:
         self._busy = False
         self._current: tuple[PartitionKey, PartitionLog, Cleaning] | None = None
         self._round_started = 0.0
-        self._round_bytes = 0
+        self._due = 0.0
+        self._counted = (0, 0)
         self._passes_waiting: list[defer.Deferred[None]] = []
         self._step_waiting: list[defer.Deferred[None]] = []
 
@@ -286,7 +290,8 @@ class LogCleaner:
         cleaning = Cleaning(plog, map_bytes=self.map_bytes, now_ms=now, chunk_bytes=chunk)
         self._current = (key, plog, cleaning)
         self._round_started = time.monotonic()
-        self._round_bytes = 0
+        self._due = time.monotonic()
+        self._counted = (0, 0)
         self._next_step()
 
     def _rest(self, delay_s: float) -> None:
@@ -323,31 +328,46 @@ class LogCleaner:
             return  # stopped meanwhile; the abort was queued behind this step
         used, _ = result
         key, plog, cleaning = current
-        self._round_bytes += used
+        self._count(key, cleaning.stats)
         if not cleaning.done:
-            self._later(self._pause(), step=True)
+            self._later(self._pause(used), step=True)
             return
         self._finished(key, plog, cleaning)
         self._rest(0)
 
-    def _pause(self) -> float:
-        """Seconds to wait so the round's bytes so far stay within the rate limit."""
+    def _pause(self, used: int) -> float:
+        """Seconds to wait after a step of ``used`` bytes to stay within the rate limit.
+
+        A token bucket holding at most `BURST_S` worth of bytes: a round that fell
+        behind its rate (other work had the CPU) does not make up for it with a
+        burst at full speed.
+        """
         rate = self.max_bytes_per_second
         if rate is None:
             return 0.0
-        due = self._round_started + self._round_bytes / rate
-        return max(0.0, due - time.monotonic())
+        now = time.monotonic()
+        self._due = max(self._due, now - BURST_S) + used / rate
+        return max(0.0, self._due - now)
+
+    def _count(self, key: PartitionKey, stats: CleanerStats) -> None:
+        """Add the bytes a round moved since the last count (step by step, so the
+        metrics show a long round's progress)."""
+        read = stats.bytes_read - self._counted[0]
+        written = stats.bytes_written - self._counted[1]
+        self._counted = (stats.bytes_read, stats.bytes_written)
+        totals = self.totals
+        totals.bytes_read += read
+        totals.bytes_written += written
+        state = totals.partitions.setdefault(key, PartitionCleaning())
+        state.bytes_read += read
+        state.bytes_written += written
 
     def _finished(self, key: PartitionKey, plog: PartitionLog, cleaning: Cleaning) -> None:
         stats = cleaning.stats
         totals = self.totals
-        totals.bytes_read += stats.bytes_read
-        totals.bytes_written += stats.bytes_written
         totals.rounds += 1
         totals.last_round = stats
         state = totals.partitions.setdefault(key, PartitionCleaning())
-        state.bytes_read += stats.bytes_read
-        state.bytes_written += stats.bytes_written
         state.rounds += 1
         state.last_clean_ms = ms_now()
         state.first_dirty = stats.cleaned_to

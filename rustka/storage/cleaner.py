@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -63,16 +65,18 @@ __all__ = [
 
 # The cleaner reads sealed segments this much at a time (more for a bigger batch).
 CHUNK_BYTES = 256 * 1024
-# Keys shorter than a digest are stored as they are; longer ones as their 16-byte
+# Keys of up to 16 bytes are stored as they are; longer ones as their 17-byte
 # BLAKE2b digest. The lengths differ, so the two kinds can never be confused, and
-# only keys of 16 bytes or more share Kafka's (MD5) risk of a digest collision.
-_DIGEST_BYTES = 16
+# only keys longer than 16 bytes share Kafka's (MD5) risk of a digest collision.
+_RAW_KEY_BYTES = 16
+_DIGEST_BYTES = 17
 # What one map entry costs at most: its stored key as a bytes object (a 33-byte
 # header plus the key, in 8-byte allocation units), its offset as an int (32
 # bytes), and its share of the dict's table at the worst moment, a resize, when
 # the old table (20 bytes per slot, two thirds used) and the new one twice its
 # size (a third used) are both allocated: 90 bytes per entry. Counting the worst
-# case keeps the real memory under the bound whenever the map stops;
+# case keeps the real memory under the bound whenever the map stops, and covers
+# the sorted array of offsets (8 bytes each) made once the map is complete;
 # bench/cleaner_bench.py measures the average (about 120 bytes per key), and
 # tests/storage/test_cleaner.py checks the bound against tracemalloc.
 _INT_BYTES = 32
@@ -83,11 +87,14 @@ def _entry_bytes(stored_length: int) -> int:
     return (33 + stored_length + 7) // 8 * 8 + _INT_BYTES + _TABLE_SHARE
 
 
+_COSTS = [_entry_bytes(n) for n in range(_DIGEST_BYTES + 1)]
 _CONTROL_BIT = 0x20
 
 
 def _key_of(key: bytes) -> bytes:
-    return key if len(key) < _DIGEST_BYTES else hashlib.blake2b(key, digest_size=16).digest()
+    if len(key) <= _RAW_KEY_BYTES:
+        return key
+    return hashlib.blake2b(key, digest_size=_DIGEST_BYTES).digest()
 
 
 class OffsetMap:
@@ -100,12 +107,14 @@ class OffsetMap:
     records after it are kept whatever their key.
     """
 
-    __slots__ = ("_entries", "latest_offset", "limit", "memory_used")
+    __slots__ = ("_entries", "keyless", "latest_offset", "limit", "memory_used")
 
     def __init__(self, memory_bytes: int) -> None:
         self.limit = memory_bytes
         self.memory_used = 0
         self.latest_offset = -1
+        #: Records without a key `put_records` saw (the cleaner drops them).
+        self.keyless = 0
         self._entries: dict[bytes, int] = {}
 
     def __len__(self) -> int:
@@ -113,19 +122,43 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> bool:
         """Map ``key`` to ``offset``; False (and nothing stored) if a new key does not fit."""
-        stored = _key_of(key)
+        return self.put_records([Record(key, None, (), None, offset)])
+
+    def put_records(self, records: Sequence[Record]) -> bool:
+        """`put` for each keyed record, in order; False at the first new key that does
+        not fit (the records before it are mapped). One dict store per record."""
         entries = self._entries
-        if stored not in entries:
-            cost = _entry_bytes(len(stored))
-            if self.memory_used + cost > self.limit:
-                return False
-            self.memory_used += cost
-        entries[stored] = offset
+        used = self.memory_used
+        limit = self.limit
+        costs = _COSTS
+        raw = _RAW_KEY_BYTES
+        digest = hashlib.blake2b
+        size = len
+        for record in records:
+            key = record.key
+            if key is None:
+                self.keyless += 1
+                continue
+            if size(key) > raw:
+                key = digest(key, digest_size=_DIGEST_BYTES).digest()
+            before = size(entries)
+            entries[key] = record.offset  # type: ignore[assignment]
+            if size(entries) != before:
+                used += costs[size(key)]
+                if used > limit:
+                    del entries[key]
+                    self.memory_used = used - costs[size(key)]
+                    return False
+        self.memory_used = used
         return True
 
     def get(self, key: bytes) -> int:
         """The last offset of ``key`` in the mapped range, -1 if it does not occur there."""
         return self._entries.get(_key_of(key), -1)
+
+    def offsets(self) -> array[int]:
+        """Every mapped key's last offset, sorted: the records the mapped range keeps."""
+        return array("q", sorted(self._entries.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +315,8 @@ class _Round:
     map_end: int = 0
     horizon: int = -1
     producers_last: dict[int, int] = field(default_factory=dict)
+    #: The mapped range's kept offsets, sorted (`OffsetMap.offsets`).
+    kept: array[int] = field(default_factory=lambda: array("q"))
 
 
 class Cleaning:
@@ -367,7 +402,9 @@ class Cleaning:
         segments = log.segments
         yield from self._build_map(segments, work)
         stats.keys_mapped = len(self.map)
+        stats.records_without_key += self.map.keyless
         stats.map_memory_bytes = self.map.memory_used
+        work.kept = self.map.offsets()
         to_clean = [seg for seg in segments[:-1] if seg.base_offset < work.map_end]
         for group in group_segments(to_clean, log.config.segment_bytes, work.first_uncleanable):
             self._current(group)
@@ -402,12 +439,9 @@ class Cleaning:
                     if header.attributes & _CONTROL_BIT:
                         offset_map.latest_offset = header.last_offset
                         continue
-                    for record in decode_records(buf, pos, verify=False, min_offset=start):
-                        key = record.key
-                        if key is not None and not offset_map.put(key, record.offset):
-                            full = True
-                            break
-                    if full:
+                    records = decode_records(buf, pos, verify=False, min_offset=start)
+                    if not offset_map.put_records(records):
+                        full = True
                         break
                     offset_map.latest_offset = header.last_offset
                 stats.map_bytes_read += len(buf)
@@ -471,6 +505,19 @@ class Cleaning:
         stats = self.stats
         if header.attributes & _CONTROL_BIT:
             return buf[pos : pos + header.size]
+        if (
+            work.first_dirty <= header.base_offset
+            and header.last_offset <= self.map.latest_offset
+            and delete_horizon(header) is None
+        ):
+            # In the mapped range a record is kept exactly when its offset is its
+            # key's last, a value of the map: a batch holding none of those is
+            # dropped without being decoded (most batches of a busy key set).
+            kept_offsets = work.kept
+            i = bisect_left(kept_offsets, header.base_offset)
+            if i == len(kept_offsets) or kept_offsets[i] > header.last_offset:
+                stats.records_read += header.record_count
+                return self._emptied(header, work)
         records = decode_records(buf, pos, verify=False)
         stats.records_read += len(records)
         offset_map = self.map
@@ -485,7 +532,8 @@ class Cleaning:
             if offset <= latest:
                 key = record.key
                 if key is None:
-                    stats.records_without_key += 1
+                    if offset < work.first_dirty:  # the map counted those after it
+                        stats.records_without_key += 1
                     continue
                 if offset < offset_map.get(key):
                     continue
@@ -497,14 +545,7 @@ class Cleaning:
             kept.append(record)
         stats.records_kept += len(kept)
         if not kept:
-            retain = header.next_offset == work.first_uncleanable or (
-                header.producer_id >= 0
-                and work.producers_last.get(header.producer_id) == header.last_offset
-            )
-            if retain:
-                stats.batches_emptied += 1
-                return empty_batch(header)
-            return None
+            return self._emptied(header, work)
         new_horizon = horizon
         if tombstones and horizon is None:
             new_horizon = now + self.log.config.delete_retention_ms
@@ -514,7 +555,19 @@ class Cleaning:
             return buf[pos : pos + header.size]
         return rewrite_batch(header, kept, horizon=new_horizon)
 
+    def _emptied(self, header: BatchHeader, work: _Round) -> bytes | None:
+        """A batch with nothing left: a header-only batch where Kafka keeps one (an
+        idempotent producer's last batch, the round's last batch), else nothing."""
+        retain = header.next_offset == work.first_uncleanable or (
+            header.producer_id >= 0
+            and work.producers_last.get(header.producer_id) == header.last_offset
+        )
+        if retain:
+            self.stats.batches_emptied += 1
+            return empty_batch(header)
+        return None
+
 
 def map_entry_bytes(key_length: int) -> int:
     """What `OffsetMap` counts for one key of ``key_length`` bytes (docs, bench)."""
-    return _entry_bytes(key_length if key_length < _DIGEST_BYTES else _DIGEST_BYTES)
+    return _COSTS[key_length if key_length <= _RAW_KEY_BYTES else _DIGEST_BYTES]
