@@ -32,7 +32,8 @@ they fire only after the fsync):
   appends from any connections coalesce into one write and one fsync.
 - ``create_topic(name, partitions, configs) -> TopicInfo``,
   ``alter_topic(name, partitions) -> TopicInfo``, ``delete_topic(name)``.
-- ``commit_offsets(group, {(topic, partition): offset})``.
+- ``commit_offsets(group, {(topic, partition): offset}, metadata)``: ``metadata``
+  optionally maps some of those partitions to the commit's metadata string.
 
 Reads:
 
@@ -50,7 +51,8 @@ Reads:
   ``EARLIEST`` (-2), ``LATEST`` (-1), or the first offset whose timestamp is at
   least ``timestamp`` (None when there is none).
 - Synchronous: ``topics_snapshot(names)``, ``bounds(topic, partition)``,
-  ``committed_offsets(group, partitions)``, ``group_offsets(group)`` (lag),
+  ``committed_offsets(group, partitions)``, ``committed_metadata(group)``,
+  ``group_offsets(group)`` (lag),
   ``group_names()``.
 
 Identity:
@@ -630,7 +632,10 @@ class Broker:
 
     @_deferred
     def commit_offsets(
-        self, group: str, offsets: Mapping[PartitionKey, int]
+        self,
+        group: str,
+        offsets: Mapping[PartitionKey, int],
+        metadata: Mapping[PartitionKey, str] | None = None,
     ) -> defer.Deferred[None]:
         """Store a group's offsets for existing partitions, all or none, in one write."""
         self.check_serving()
@@ -638,7 +643,8 @@ class Broker:
         commits = []
         for (topic, partition), offset in offsets.items():
             self.partition(topic, partition)
-            commits.append((group, topic, partition, offset))
+            text = "" if metadata is None else metadata.get((topic, partition), "")
+            commits.append((group, topic, partition, offset, text))
         lane = self.offsets_lane
         assert lane is not None
         return lane.append(commits).addCallback(self._committed)
@@ -646,7 +652,7 @@ class Broker:
     def _committed(self, _: None) -> None:
         self.lanes.mark_dirty(OFFSETS_KEY)
 
-    def _write_commits(self, items: list[list[tuple[str, str, int, int]]]) -> list[None]:
+    def _write_commits(self, items: list[list[tuple[str, str, int, int, str]]]) -> list[None]:
         """Runs on the pool: all queued commits in one batch, one write, one fsync."""
         assert self.offsets is not None
         self.offsets.commit_many([commit for commits in items for commit in commits])
@@ -671,6 +677,13 @@ class Broker:
             if offset is not None:
                 result[(topic, partition)] = offset
         return result
+
+    def committed_metadata(self, group: str) -> dict[PartitionKey, str]:
+        """The metadata string of each of a group's commits ("" where it had none)."""
+        self._check_open()
+        validate_group(group)
+        assert self.offsets is not None
+        return self.offsets.group_metadata(group)
 
     def group_offsets(self, group: str) -> tuple[PartitionLag, ...]:
         """A group's committed offsets beside each partition's current bounds.

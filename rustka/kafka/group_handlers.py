@@ -27,6 +27,7 @@ from rustka.errors import RustkaError
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 from rustka.names import validate_group
+from rustka.storage.offsets import METADATA_MAX_BYTES
 
 _INT32_MIN = -(2**31)
 _GROUP_KEY = 0
@@ -177,6 +178,7 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     known = ctx.broker.topics
     codes: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], int] = {}
+    metadata: dict[tuple[str, int], str] = {}
     for topic in topics:
         existing = known.get(topic["name"])
         count = len(existing.partitions) if existing is not None else 0
@@ -186,8 +188,12 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
                 codes[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif part["committed_offset"] < 0:
                 codes[key] = E.INVALID_COMMIT_OFFSET_SIZE
+            elif len((part["committed_metadata"] or "").encode()) > METADATA_MAX_BYTES:
+                codes[key] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 offsets[key] = part["committed_offset"]
+                # Kafka keeps a null metadata as "" and answers it so.
+                metadata[key] = part["committed_metadata"] or ""
     if not offsets:
         return defer.succeed(_commit_body(topics, lambda t, p: codes[(t, p)]))
 
@@ -198,7 +204,7 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
         code = error_code(failure)
         return _commit_body(topics, lambda t, p: codes.get((t, p), code))
 
-    d = defer.maybeDeferred(ctx.broker.commit_offsets, group, offsets)
+    d = defer.maybeDeferred(ctx.broker.commit_offsets, group, offsets, metadata)
     return d.addCallbacks(written, failed)
 
 
@@ -230,6 +236,7 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
     if not _valid_group(group):
         return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
     committed: Mapping[tuple[str, int], int] = ctx.broker.committed_offsets(group)
+    metadata = ctx.broker.committed_metadata(group)
     wanted: dict[str, list[int]] = {}
     if requested is None:  # v2+: every partition the group committed
         for topic, partition in sorted(committed):
@@ -247,7 +254,7 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
                         "partition_index": index,
                         "committed_offset": committed.get((name, index), _NO_OFFSET),
                         "committed_leader_epoch": -1,
-                        "metadata": "",
+                        "metadata": metadata.get((name, index), ""),
                         "error_code": 0,
                     }
                     for index in indexes

@@ -19,7 +19,10 @@ recovery truncating at the damaged batch.
 Record formats (big-endian; ``str`` is a u16 byte length then UTF-8):
 
 - key, version 1: ``u16 version=1, str group, str topic, u32 partition``
-- value: ``u64 offset, u64 commit timestamp (ms)``
+- value: ``u64 offset, u64 commit timestamp (ms)``, then, only when the commit
+  carried a non-empty metadata string (OffsetCommit's ``committed_metadata``),
+  ``str metadata``. A 16-byte value is a commit without metadata, so logs
+  written before metadata was kept still replay unchanged.
 """
 
 from __future__ import annotations
@@ -58,9 +61,14 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _VALUE = struct.Struct(">QQ")
 _U32_MAX = 0xFFFFFFFF
+# The most metadata a commit may carry, in UTF-8 bytes: Kafka's default
+# offset.metadata.max.bytes (the Kafka front-end answers OffsetMetadataTooLarge).
+METADATA_MAX_BYTES = 4096
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 OffsetKey = tuple[str, str, int]
+# (group, topic, partition, offset), optionally followed by the commit's metadata.
+Commit = tuple[str, str, int, int] | tuple[str, str, int, int, str]
 # Where the magic byte sits in a batch header: what a resync after damage looks for.
 _MAGIC_POS = 16
 _MAGIC_BYTE = bytes((MAGIC,))
@@ -217,19 +225,39 @@ def decode_key(data: bytes) -> OffsetKey | None:
     return texts[0], texts[1], partition
 
 
-def encode_value(offset: int, timestamp_ms: int) -> bytes:
-    return _VALUE.pack(offset, timestamp_ms)
+def encode_value(offset: int, timestamp_ms: int, metadata: str = "") -> bytes:
+    """The value of a commit; without metadata, exactly the original 16-byte format."""
+    value = _VALUE.pack(offset, timestamp_ms)
+    if metadata:
+        value += _encode_str(metadata, "metadata")
+    return value
 
 
-def decode_value(data: bytes | None) -> tuple[int, int] | None:
-    """(offset, commit timestamp) or None if the value is not in the known format."""
-    if data is None or len(data) != _VALUE.size:
+def decode_value(data: bytes | None) -> tuple[int, int, str] | None:
+    """(offset, commit timestamp, metadata) or None if the value is not in the known format."""
+    if data is None or len(data) < _VALUE.size:
         return None
-    offset, timestamp = _VALUE.unpack(data)
-    return offset, timestamp
+    offset, timestamp = _VALUE.unpack_from(data, 0)
+    if len(data) == _VALUE.size:
+        return offset, timestamp, ""
+    try:
+        (length,) = _U16.unpack_from(data, _VALUE.size)
+        if _VALUE.size + 2 + length != len(data):
+            return None
+        metadata = data[_VALUE.size + 2 :].decode("utf-8")
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return offset, timestamp, metadata
 
 
-def _check_commit(group: str, topic: str, partition: int, offset: int) -> None:
+def _with_metadata(commit: Commit) -> tuple[str, str, int, int, str]:
+    if len(commit) == 5:
+        return commit  # type: ignore[return-value]
+    group, topic, partition, offset = commit[:4]
+    return group, topic, partition, offset, ""
+
+
+def _check_commit(group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
     validate_group(group)
     validate_topic(topic)
     if isinstance(partition, bool) or not isinstance(partition, int):
@@ -240,6 +268,10 @@ def _check_commit(group: str, topic: str, partition: int, offset: int) -> None:
         raise InvalidRequest(f"offset must be an integer, got {offset!r}")
     if not 0 <= offset <= _U64_MAX:
         raise InvalidRequest(f"offset {offset} is out of range (0-{_U64_MAX})")
+    if not isinstance(metadata, str):
+        raise InvalidRequest(f"metadata must be a string, got {metadata!r}")
+    if len(metadata.encode("utf-8", "surrogatepass")) > METADATA_MAX_BYTES:
+        raise InvalidRequest(f"offset metadata is longer than {METADATA_MAX_BYTES} bytes of UTF-8")
 
 
 class OffsetsStore:
@@ -273,7 +305,7 @@ class OffsetsStore:
         self.replay_skipped = 0
         self.skipped_batches = []
         self._records_in_log = 0
-        self._state: dict[OffsetKey, tuple[int, int]] = {}
+        self._state: dict[OffsetKey, tuple[int, int, str]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -322,29 +354,46 @@ class OffsetsStore:
             return
         self._state[key] = value
 
-    def commit_many(self, commits: Sequence[tuple[str, str, int, int]]) -> None:
+    def commit_many(self, commits: Sequence[Commit]) -> None:
         """Append all ``commits`` as one batch; nothing is written if any is invalid.
 
-        The caller decides when to ``flush``: the broker acknowledges a commit
-        only after its flush, so one fsync can cover many groups' commits.
+        A commit is (group, topic, partition, offset) or the same with its
+        metadata string appended. The caller decides when to ``flush``: the
+        broker acknowledges a commit only after its flush, so one fsync can
+        cover many groups' commits.
         """
         if not commits:
             return
-        for group, topic, partition, offset in commits:
-            _check_commit(group, topic, partition, offset)
+        full = [_with_metadata(c) for c in commits]
+        for group, topic, partition, offset, metadata in full:
+            _check_commit(group, topic, partition, offset, metadata)
         now_ms = ms_now()
         records = [
-            Record(key=encode_key(g, t, p), value=encode_value(o, now_ms)) for g, t, p, o in commits
+            Record(key=encode_key(g, t, p), value=encode_value(o, now_ms, m))
+            for g, t, p, o, m in full
         ]
         self.log.append(encode_batch(records, timestamp=now_ms))
         self._records_in_log += len(records)
         with self._lock:
-            for group, topic, partition, offset in commits:
-                self._state[(group, topic, partition)] = (offset, now_ms)
+            for group, topic, partition, offset, metadata in full:
+                self._state[(group, topic, partition)] = (offset, now_ms, metadata)
 
-    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+    def commit(
+        self, group: str, topic: str, partition: int, offset: int, metadata: str = ""
+    ) -> None:
         """Commit one offset (the next offset ``group`` will read)."""
-        self.commit_many([(group, topic, partition, offset)])
+        self.commit_many([(group, topic, partition, offset, metadata)])
+
+    def committed_metadata(self, group: str, topic: str, partition: int) -> str | None:
+        """The metadata string of the last commit ("" if it had none), or None without one."""
+        entry = self._state.get((group, topic, partition))
+        return None if entry is None else entry[2]
+
+    def group_metadata(self, group: str) -> dict[tuple[str, int], str]:
+        """The metadata of every partition ``group`` committed, safe on any thread."""
+        with self._lock:
+            items = list(self._state.items())
+        return {(t, p): entry[2] for (g, t, p), entry in items if g == group}
 
     def committed(self, group: str, topic: str, partition: int) -> int | None:
         """The last committed offset, or None if the group never committed there."""
@@ -361,7 +410,7 @@ class OffsetsStore:
         with self._lock:
             items = list(self._state.items())
         result: dict[str, dict[tuple[str, int], int]] = {}
-        for (group, topic, partition), (offset, _ts) in items:
+        for (group, topic, partition), (offset, _ts, _metadata) in items:
             result.setdefault(group, {})[(topic, partition)] = offset
         return result
 
@@ -396,8 +445,8 @@ class OffsetsStore:
         snapshot_start = log.end_offset
         if items:
             records = [
-                Record(key=encode_key(g, t, p), value=encode_value(offset, ts), timestamp=ts)
-                for (g, t, p), (offset, ts) in items
+                Record(key=encode_key(g, t, p), value=encode_value(offset, ts, m), timestamp=ts)
+                for (g, t, p), (offset, ts, m) in items
             ]
             log.append(encode_batch(records))
         log.flush()

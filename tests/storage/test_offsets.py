@@ -11,7 +11,13 @@ import pytest
 from rustka.errors import InvalidName, InvalidRequest
 from rustka.record.batch import Record, encode_batch
 from rustka.storage.log_config import LogConfig
-from rustka.storage.offsets import OffsetsStore, decode_key, encode_key, encode_value
+from rustka.storage.offsets import (
+    OffsetsStore,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 
 
 def _config() -> LogConfig:
@@ -308,5 +314,61 @@ def test_torn_tail_after_a_crash_is_not_counted(tmp_path: Path) -> None:
         assert store.corrupt_batches_skipped == 0
         assert store.committed("g", "middle", 0) == 22
         assert store.committed("g", "after", 0) is None
+    finally:
+        store.close()
+
+
+def test_metadata_round_trips_and_survives_reopen_and_compaction(tmp_path: Path) -> None:
+    """A commit's metadata is stored in its value, replayed, and kept by compaction."""
+    store = _open(tmp_path)
+    store.commit("g", "orders", 0, 5, "checkpoint é")
+    store.commit("g", "orders", 1, 6)
+    assert store.committed_metadata("g", "orders", 0) == "checkpoint é"
+    assert store.committed_metadata("g", "orders", 1) == ""
+    assert store.committed_metadata("g", "orders", 2) is None
+    store.close()
+    reopened = _open(tmp_path)
+    try:
+        assert reopened.group_metadata("g") == {("orders", 0): "checkpoint é", ("orders", 1): ""}
+        assert reopened.committed("g", "orders", 0) == 5
+        assert reopened.compact(force=True)
+    finally:
+        reopened.close()
+    compacted = _open(tmp_path)
+    try:
+        assert compacted.group_metadata("g")[("orders", 0)] == "checkpoint é"
+    finally:
+        compacted.close()
+
+
+def test_value_without_metadata_keeps_the_original_16_byte_format(tmp_path: Path) -> None:
+    """Logs written before metadata was kept (16-byte values) replay with metadata ""."""
+    assert encode_value(7, 9) == struct.pack(">QQ", 7, 9)
+    assert decode_value(struct.pack(">QQ", 7, 9)) == (7, 9, "")
+    assert decode_value(encode_value(7, 9, "m")) == (7, 9, "m")
+    assert decode_value(encode_value(7, 9, "m") + b"x") is None
+    store = _open(tmp_path)
+    store.log.append(
+        encode_batch([Record(encode_key("old", "orders", 0), struct.pack(">QQ", 3, 1))])
+    )
+    store.close()
+    reopened = _open(tmp_path)
+    try:
+        assert reopened.committed("old", "orders", 0) == 3
+        assert reopened.committed_metadata("old", "orders", 0) == ""
+        assert reopened.replay_skipped == 0
+    finally:
+        reopened.close()
+
+
+def test_too_long_metadata_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """Metadata past Kafka's offset.metadata.max.bytes (4096) is refused before any write."""
+    store = _open(tmp_path)
+    try:
+        with pytest.raises(InvalidRequest, match="4096"):
+            store.commit_many([("g", "orders", 0, 1, ""), ("g", "orders", 1, 1, "x" * 4097)])
+        assert store.log.end_offset == 0
+        store.commit("g", "orders", 1, 1, "x" * 4096)
+        assert store.committed_metadata("g", "orders", 1) == "x" * 4096
     finally:
         store.close()
