@@ -720,6 +720,27 @@ class GroupCoordinator:
         if group is not None and group.members:
             raise GroupHasActiveMembers.for_group(group_id, len(group.members))
 
+    # -- group deletion (DeleteGroups, OffsetDelete) ------------------------------------
+
+    def deletion_refused(self, group_id: str) -> int | None:
+        """Why a group's offsets may not be deleted now, as Kafka answers, or None.
+
+        Members own the offsets while they exist (NON_EMPTY_GROUP); a group nobody
+        knows is GROUP_ID_NOT_FOUND.
+        """
+        group = self._groups.get(group_id)
+        if group is not None and group.members:
+            return E.NON_EMPTY_GROUP
+        if group is None and group_id not in set(self._committed_groups()):
+            return E.GROUP_ID_NOT_FOUND
+        return None
+
+    def forget(self, group_id: str) -> None:
+        """Drop an empty group's state after DeleteGroups (it becomes Dead, unknown)."""
+        group = self._groups.get(group_id)
+        if group is not None and not group.members:
+            del self._groups[group_id]
+
     # -- admin views -----------------------------------------------------------------
 
     def _committed_groups(self) -> Iterable[str]:

@@ -34,6 +34,8 @@ they fire only after the fsync):
   ``alter_topic(name, partitions) -> TopicInfo``, ``delete_topic(name)``.
 - ``commit_offsets(group, {(topic, partition): offset}, metadata)``: ``metadata``
   optionally maps some of those partitions to the commit's metadata string.
+- ``delete_offsets(group, partitions=None) -> [(topic, partition)]``: tombstone
+  a group's commits (DeleteGroups, OffsetDelete).
 
 Reads:
 
@@ -122,7 +124,7 @@ from rustka.record.batch import Record
 from rustka.storage import cluster_id
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
-from rustka.storage.offsets import OffsetsStore
+from rustka.storage.offsets import Commit, OffsetsStore
 from rustka.storage.partition_log import PartitionLog
 from rustka.storage.topic import Topic
 
@@ -649,10 +651,28 @@ class Broker:
         assert lane is not None
         return lane.append(commits).addCallback(self._committed)
 
+    @_deferred
+    def delete_offsets(
+        self, group: str, partitions: Iterable[PartitionKey] | None = None
+    ) -> defer.Deferred[list[PartitionKey]]:
+        """Delete a group's commits (of ``partitions`` only, if given), durably, in one
+        write; answers the partitions that had one. Kafka members' checks are the caller's."""
+        self.check_serving()
+        validate_group(group)
+        assert self.offsets is not None
+        present = set(self.offsets.group_partitions(group))
+        doomed = sorted(present if partitions is None else present.intersection(partitions))
+        if not doomed:
+            return defer.succeed([])
+        lane = self.offsets_lane
+        assert lane is not None
+        d = lane.append([(group, topic, partition) for topic, partition in doomed])
+        return d.addCallback(self._committed).addCallback(lambda _: doomed)
+
     def _committed(self, _: None) -> None:
         self.lanes.mark_dirty(OFFSETS_KEY)
 
-    def _write_commits(self, items: list[list[tuple[str, str, int, int, str]]]) -> list[None]:
+    def _write_commits(self, items: list[list[Commit]]) -> list[None]:
         """Runs on the pool: all queued commits in one batch, one write, one fsync."""
         assert self.offsets is not None
         self.offsets.commit_many([commit for commits in items for commit in commits])

@@ -46,6 +46,9 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: handlers.delete_topics,
         ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
         ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
+        ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
+        ApiKey.DELETE_GROUPS: group_handlers.delete_groups,
+        ApiKey.OFFSET_DELETE: group_handlers.offset_delete,
     }
 )
 """API key -> its handler, for every API `rustka.kafka.messages` declares."""

@@ -266,6 +266,77 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
     }
 
 
+# -- DeleteGroups (42) / OffsetDelete (47) --------------------------------------
+
+
+def delete_groups(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+
+    async def one(group: str) -> Body:
+        if not _valid_group(group):
+            return {"group_id": group, "error_code": E.INVALID_GROUP_ID}
+        refused = broker.groups.deletion_refused(group)
+        if refused is not None:
+            return {"group_id": group, "error_code": refused}
+        try:
+            await broker.delete_offsets(group)
+        except Exception as exc:
+            return {"group_id": group, "error_code": error_code(exc)}
+        broker.groups.forget(group)
+        return {"group_id": group, "error_code": 0}
+
+    async def answer() -> Body:
+        return {"throttle_time_ms": 0, "results": [await one(g) for g in body["groups_names"]]}
+
+    return defer.ensureDeferred(answer())
+
+
+def offset_delete(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+    group = body["group_id"]
+    wanted = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+
+    def answer(top: int, code_of: Any) -> Body:
+        return {
+            "error_code": top,
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "error_code": code_of(t["name"], p["partition_index"]),
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ],
+        }
+
+    if not _valid_group(group):
+        return defer.succeed(answer(E.INVALID_GROUP_ID, lambda _t, _p: 0))
+    refused = broker.groups.deletion_refused(group)
+    if refused == E.GROUP_ID_NOT_FOUND:
+        return defer.succeed(answer(refused, lambda _t, _p: 0))
+    if refused is not None:
+        # Kafka refuses only the topics the members subscribe to; the broker does not read
+        # subscriptions, so while members exist every partition is refused.
+        return defer.succeed(answer(0, lambda _t, _p: E.GROUP_SUBSCRIBED_TO_TOPIC))
+    known = broker.topics
+    unknown = {
+        (t, p)
+        for t, p in wanted
+        if t not in known or not 0 <= p < len(known[t].partitions)
+    }
+    d = defer.maybeDeferred(broker.delete_offsets, group, [k for k in wanted if k not in unknown])
+    d.addCallback(
+        lambda _: answer(0, lambda t, p: E.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown else 0)
+    )
+    return d.addErrback(lambda failure: answer(error_code(failure), lambda _t, _p: 0))
+
+
 # -- ListGroups (16) / DescribeGroups (15) ---------------------------------------
 
 

@@ -548,6 +548,55 @@ def _created(name: str, code: int, message: str | None) -> Body:
     return {"name": name, "error_code": code, "error_message": message}
 
 
+# -- CreatePartitions (37) ---------------------------------------------------------
+
+
+def create_partitions(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    broker = ctx.broker
+    validate_only = body["validate_only"]
+
+    def result(name: str, code: int, message: str | None) -> Body:
+        return {"name": name, "error_code": code, "error_message": message}
+
+    async def one(topic: Body) -> Body:
+        name, count = topic["name"], topic["count"]
+        known = broker.topics.get(name)
+        if known is None:
+            return result(name, E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
+        current = len(known.partitions)
+        if count <= current:
+            return result(
+                name,
+                E.INVALID_PARTITIONS,
+                f"topic {name} has {current} partitions; the new count must be higher, "
+                f"got {count}",
+            )
+        assignments = topic["assignments"]
+        if assignments is not None:
+            if len(assignments) != count - current:
+                return result(
+                    name,
+                    E.INVALID_REPLICA_ASSIGNMENT,
+                    f"{len(assignments)} assignments for {count - current} new partitions",
+                )
+            if any(a["broker_ids"] != [0] for a in assignments):
+                return result(
+                    name, E.INVALID_REPLICA_ASSIGNMENT, "this single node is broker 0 only"
+                )
+        if validate_only:
+            return result(name, 0, None)
+        try:
+            await broker.alter_topic(name, count)
+        except Exception as exc:
+            return result(name, error_code(exc), str(exc))
+        return result(name, 0, None)
+
+    async def answer() -> Body:
+        return {"throttle_time_ms": 0, "results": [await one(t) for t in body["topics"]]}
+
+    return defer.ensureDeferred(answer())
+
+
 def delete_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
 

@@ -78,6 +78,9 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 def _msg(name: str, *fields: Field) -> Struct:
@@ -640,6 +643,58 @@ DESCRIBE_GROUPS_RESPONSE = _msg(
     ),
 )
 
+# --- Admin APIs of issue 18 item 3: CreatePartitions (37), DeleteGroups (42), ----------
+# --- OffsetDelete (47) -----------------------------------------------------------------
+
+CREATE_PARTITIONS_REQUEST = _msg(
+    "CreatePartitionsRequest",
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("count", INT32),
+            F("assignments", [F("broker_ids", Array(INT32))], nullable="0+"),
+        ],
+    ),
+    F("timeout_ms", INT32, default=60000),
+    F("validate_only", BOOL),
+)
+CREATE_PARTITIONS_RESPONSE = _msg(
+    "CreatePartitionsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "results",
+        [
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+        ],
+    ),
+)
+DELETE_GROUPS_REQUEST = _msg("DeleteGroupsRequest", F("groups_names", Array(STRING)))
+DELETE_GROUPS_RESPONSE = _msg(
+    "DeleteGroupsResponse",
+    F("throttle_time_ms", INT32),
+    F("results", [F("group_id", STRING), F("error_code", INT16)]),
+)
+OFFSET_DELETE_REQUEST = _msg(
+    "OffsetDeleteRequest",
+    F("group_id", STRING),
+    F("topics", [F("name", STRING), F("partitions", [F("partition_index", INT32)])]),
+)
+OFFSET_DELETE_RESPONSE = _msg(
+    "OffsetDeleteResponse",
+    F("error_code", INT16),
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
+)
+
 # --- The table -------------------------------------------------------------------------
 
 
@@ -771,6 +826,31 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             4,
             DESCRIBE_CONFIGS_REQUEST,
             DESCRIBE_CONFIGS_RESPONSE,
+        ),
+        # Admin APIs (docs/kafka.md, "Admin APIs"): the non-flexible versions.
+        _api(
+            ApiKey.CREATE_PARTITIONS,
+            "CreatePartitions",
+            (0, 1),
+            2,
+            CREATE_PARTITIONS_REQUEST,
+            CREATE_PARTITIONS_RESPONSE,
+        ),
+        _api(
+            ApiKey.DELETE_GROUPS,
+            "DeleteGroups",
+            (0, 1),
+            2,
+            DELETE_GROUPS_REQUEST,
+            DELETE_GROUPS_RESPONSE,
+        ),
+        _api(
+            ApiKey.OFFSET_DELETE,
+            "OffsetDelete",
+            (0, 0),
+            None,
+            OFFSET_DELETE_REQUEST,
+            OFFSET_DELETE_RESPONSE,
         ),
     ]
 )

@@ -23,6 +23,8 @@ Record formats (big-endian; ``str`` is a u16 byte length then UTF-8):
   carried a non-empty metadata string (OffsetCommit's ``committed_metadata``),
   ``str metadata``. A 16-byte value is a commit without metadata, so logs
   written before metadata was kept still replay unchanged.
+- a null value is a tombstone: the key's commit is deleted (DeleteGroups,
+  OffsetDelete); compaction drops both.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ _U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 OffsetKey = tuple[str, str, int]
 # (group, topic, partition, offset), optionally followed by the commit's metadata.
-Commit = tuple[str, str, int, int] | tuple[str, str, int, int, str]
+# A bare (group, topic, partition) deletes that commit.
+Commit = tuple[str, str, int, int] | tuple[str, str, int, int, str] | tuple[str, str, int]
 # Where the magic byte sits in a batch header: what a resync after damage looks for.
 _MAGIC_POS = 16
 _MAGIC_BYTE = bytes((MAGIC,))
@@ -348,6 +351,9 @@ class OffsetsStore:
 
     def _apply(self, record: Record) -> None:
         key = decode_key(record.key) if record.key is not None else None
+        if key is not None and record.value is None:
+            self._state.pop(key, None)
+            return
         value = decode_value(record.value)
         if key is None or value is None:
             self.replay_skipped += 1
@@ -364,19 +370,30 @@ class OffsetsStore:
         """
         if not commits:
             return
-        full = [_with_metadata(c) for c in commits]
-        for group, topic, partition, offset, metadata in full:
-            _check_commit(group, topic, partition, offset, metadata)
+        full = [c if len(c) == 3 else _with_metadata(c) for c in commits]
+        for c in full:
+            if len(c) == 5:
+                _check_commit(*c)
         now_ms = ms_now()
         records = [
-            Record(key=encode_key(g, t, p), value=encode_value(o, now_ms, m))
-            for g, t, p, o, m in full
+            Record(key=encode_key(*c[:3]), value=None)
+            if len(c) == 3
+            else Record(key=encode_key(*c[:3]), value=encode_value(c[3], now_ms, c[4]))
+            for c in full
         ]
         self.log.append(encode_batch(records, timestamp=now_ms))
         self._records_in_log += len(records)
         with self._lock:
-            for group, topic, partition, offset, metadata in full:
-                self._state[(group, topic, partition)] = (offset, now_ms, metadata)
+            for c in full:
+                if len(c) == 3:
+                    self._state.pop(c, None)
+                else:
+                    self._state[c[:3]] = (c[3], now_ms, c[4])
+
+    def group_partitions(self, group: str) -> list[tuple[str, int]]:
+        """The partitions ``group`` has commits for (what deleting the group must tombstone)."""
+        with self._lock:
+            return sorted((t, p) for (g, t, p) in self._state if g == group)
 
     def commit(
         self, group: str, topic: str, partition: int, offset: int, metadata: str = ""

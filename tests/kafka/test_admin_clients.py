@@ -83,3 +83,91 @@ async def test_offset_commit_metadata_is_stored_and_returned(broker: RunningBrok
     assert offsets.committed_metadata("g-meta", "meta", 0) == "ck-é\x00"
     assert offsets.committed_metadata("g-meta", "meta", 1) == ""
     assert offsets.committed_metadata("g-meta-kp", "meta", 0) == "kp-meta"
+
+
+# -- CreatePartitions ---------------------------------------------------------------------
+
+
+def grow_topic(bootstrap: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    seen: dict[str, Any] = {}
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    try:
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
+    except Exception as exc:
+        seen["shrink"] = exc.args[0].name()
+    admin.create_partitions([NewPartitions(topic, 9)], validate_only=True)[topic].result(30)
+    seen["ck"] = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        kp.create_partitions({topic: KNewPartitions(total_count=5)})
+    finally:
+        kp.close()
+    seen["kp"] = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+    return seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_create_partitions_grows_a_topic(broker: RunningBroker) -> None:
+    await make_topic(broker, "grow", 1)
+    seen = await in_thread(grow_topic, broker.address, "grow")
+    assert seen == {"shrink": "INVALID_PARTITIONS", "ck": 3, "kp": 5}
+    assert len(broker.broker.topics["grow"].partitions) == 5
+
+
+# -- DeleteGroups, OffsetDelete -----------------------------------------------------------
+
+
+def delete_group_offsets(bootstrap: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+
+    for group in ("g-del", "g-part"):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        c.commit(
+            offsets=[TopicPartition(topic, 0, 1), TopicPartition(topic, 1, 2)], asynchronous=False
+        )
+        c.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    seen: dict[str, Any] = {}
+    admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
+    try:
+        admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
+    except Exception as exc:
+        seen["again"] = exc.args[0].name()
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        seen["kp_offset_delete"] = kp.delete_group_offsets("g-part", [KTP(topic, 0)])
+        seen["left"] = {
+            tp.partition: m.offset for tp, m in kp.list_group_offsets("g-part")["g-part"].items()
+        }
+    finally:
+        kp.close()
+    seen["listed"] = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    return seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_groups_and_offset_delete_drop_commits_durably(
+    broker: RunningBroker, data_dir: Any
+) -> None:
+    await make_topic(broker, "dg", 2)
+    seen = await in_thread(delete_group_offsets, broker.address, "dg")
+    assert seen["again"] == "GROUP_ID_NOT_FOUND"
+    assert seen["left"] == {1: 2}
+    assert "g-del" not in seen["listed"] and "g-part" in seen["listed"]
+    await broker.stop()
+    from rustka.config import Config
+    from rustka.storage.offsets import OffsetsStore
+
+    store = OffsetsStore.open(data_dir, Config().log_config())
+    try:
+        assert store.groups() == {"g-part": {("dg", 1): 2}}
+    finally:
+        store.close()
