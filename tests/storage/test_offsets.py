@@ -372,3 +372,18 @@ def test_too_long_metadata_is_refused_and_writes_nothing(tmp_path: Path) -> None
         assert store.committed_metadata("g", "orders", 1) == "x" * 4096
     finally:
         store.close()
+
+
+def test_a_bare_key_deletes_the_commit_across_reopen(tmp_path: Path) -> None:
+    """A (group, topic, partition) commit is a tombstone; replay and compaction honour it."""
+    store = _open(tmp_path)
+    store.commit_many([("g", "orders", 0, 5), ("g", "orders", 1, 6)])
+    store.commit_many([("g", "orders", 0)])
+    assert store.group_partitions("g") == [("orders", 1)]
+    store.close()
+    reopened = _open(tmp_path)
+    try:
+        assert reopened.groups() == {"g": {("orders", 1): 6}}
+        assert reopened.replay_skipped == 0
+    finally:
+        reopened.close()
