@@ -581,7 +581,8 @@ class Broker:
 
     @_deferred
     def delete_topic(self, name: str) -> defer.Deferred[None]:
-        """Delete a topic and its data once the appends already queued to it are done."""
+        """Delete a topic and its data once the appends already queued to it are done,
+        then every group's commits on it."""
         self.check_serving()
         topic = self.topic(name)
         logs = self._check_open()
@@ -589,6 +590,7 @@ class Broker:
         keys = [(name, index) for index in range(len(topic.partitions))]
         idle = defer.gatherResults([lane.when_idle() for lane in self.lanes.retire(keys)])
         d = idle.addCallback(lambda _: self._run(logs.delete_topic, name))
+        d.addCallback(lambda _: self._drop_topic_offsets(name))
 
         def finished(result: Any) -> Any:
             self._deleting.discard(name)
@@ -668,6 +670,17 @@ class Broker:
         assert lane is not None
         d = lane.append([(group, topic, partition) for topic, partition in doomed])
         return d.addCallback(self._committed).addCallback(lambda _: doomed)
+
+    def _drop_topic_offsets(self, topic: str) -> defer.Deferred[None]:
+        """Tombstone every group's commits on a deleted topic, in one write, like Kafka's
+        coordinator does on topic deletion: a topic re-created under the name must not
+        inherit the old positions (they point into a log that no longer exists)."""
+        assert self.offsets is not None and self.offsets_lane is not None
+        doomed = self.offsets.topic_commits(topic)
+        if not doomed:
+            return defer.succeed(None)
+        d = self.offsets_lane.append([(group, topic, partition) for group, partition in doomed])
+        return d.addCallback(self._committed)
 
     def _committed(self, _: None) -> None:
         self.lanes.mark_dirty(OFFSETS_KEY)

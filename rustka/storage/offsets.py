@@ -24,7 +24,7 @@ Record formats (big-endian; ``str`` is a u16 byte length then UTF-8):
   ``str metadata``. A 16-byte value is a commit without metadata, so logs
   written before metadata was kept still replay unchanged.
 - a null value is a tombstone: the key's commit is deleted (DeleteGroups,
-  OffsetDelete); compaction drops both.
+  OffsetDelete, deleting the topic); compaction drops both.
 """
 
 from __future__ import annotations
@@ -394,6 +394,12 @@ class OffsetsStore:
         """The partitions ``group`` has commits for (what deleting the group must tombstone)."""
         with self._lock:
             return sorted((t, p) for (g, t, p) in self._state if g == group)
+
+    def topic_commits(self, topic: str) -> list[tuple[str, int]]:
+        """The (group, partition) commits on ``topic`` (what deleting the topic must tombstone,
+        so a topic re-created under its name starts with no positions)."""
+        with self._lock:
+            return sorted((g, p) for (g, t, p) in self._state if t == topic)
 
     def commit(
         self, group: str, topic: str, partition: int, offset: int, metadata: str = ""

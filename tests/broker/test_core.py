@@ -343,3 +343,33 @@ def test_producer_ids_only_grow_and_start_from_the_clock(tmp_path: Any) -> None:
     ids = [core.new_producer_id() for _ in range(5000)]
     assert ids[0] >= before
     assert ids == sorted(set(ids))
+
+
+# -- offsets of a deleted topic -----------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_deleting_a_topic_drops_its_committed_offsets_for_good(broker_factory: Any) -> None:
+    """A topic re-created under a deleted one's name starts with no committed positions,
+    after a restart too; commits on other topics are untouched."""
+    running = await broker_factory()
+    try:
+        core = running.broker
+        await within(core.create_topic("gone", 2))
+        await within(core.create_topic("kept", 1))
+        await within(core.commit_offsets("g1", {("gone", 0): 5, ("gone", 1): 7, ("kept", 0): 3}))
+        await within(core.commit_offsets("g2", {("gone", 1): 9}))
+        await within(core.delete_topic("gone"))
+        assert core.committed_offsets("g1") == {("kept", 0): 3}
+        assert core.committed_offsets("g2") == {}
+    finally:
+        await running.stop()
+    again = await broker_factory()
+    try:
+        core = again.broker
+        await within(core.create_topic("gone", 2))
+        assert core.committed_offsets("g1") == {("kept", 0): 3}
+        assert core.committed_offsets("g2") == {}
+        assert "g2" not in core.group_names()
+    finally:
+        await again.stop()
