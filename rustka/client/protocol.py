@@ -40,7 +40,7 @@ from rustka.errors import (
 )
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
-from rustka.native.codec import GroupOffset, TopicMetadata, Welcome
+from rustka.native.codec import GroupOffset, LogInfo, TopicLogs, TopicMetadata, Welcome
 from rustka.record.batch import Record, decode_records, encode_batch, parse_header
 
 __all__ = [
@@ -49,8 +49,10 @@ __all__ = [
     "ConnectionClosed",
     "FetchResult",
     "GroupOffset",
+    "LogInfo",
     "RequestTimedOut",
     "RustkaClientProtocol",
+    "TopicLogs",
     "TopicMetadata",
     "Welcome",
     "client_endpoint",
@@ -411,6 +413,15 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
             return list(_expect(response, p.MetadataResult, "Metadata").topics)
 
         return self._call(p.Metadata(tuple(topics)), done)
+
+    def describe_logs(self, topics: Sequence[str] = ()) -> Deferred[list[TopicLogs]]:
+        """Each partition's log (bounds, bytes, segments) and what the log cleaner knows
+        of it, for the named topics or every topic (docs/protocol.md, DescribeLogs)."""
+
+        def done(response: p.Response) -> list[TopicLogs]:
+            return list(_expect(response, p.LogsDescribed, "DescribeLogs").topics)
+
+        return self._call(p.DescribeLogs(tuple(topics)), done)
 
     def create_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Create a topic; fires with its partition count."""

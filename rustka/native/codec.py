@@ -40,7 +40,7 @@ from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
 from rustka.record.batch import value_class
 
 PROTOCOL_VERSION = 2
-"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-13)."""
+"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-14)."""
 
 MIN_PROTOCOL_VERSION = 1
 
@@ -638,6 +638,15 @@ class DeleteTopic:
     topic: Str
 
 
+@request
+class DescribeLogs:
+    """Op 14: each partition's log and what the log cleaner knows of it (all topics when
+    ``topics`` is empty)."""
+
+    OP: ClassVar[int] = 14
+    topics: StrArray = ()
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -812,6 +821,45 @@ class TopicDeleted:
 
     TAG: ClassVar[int] = 16
     topic: Str
+
+
+@item
+class LogInfo:
+    """One partition of a LogsDescribed topic, in partition order.
+
+    ``dirty_ratio_ppm`` is the share of the log not cleaned yet, in parts per
+    million, as the cleaner last measured it (0 on a log that does not
+    compact); ``last_clean_ms`` is 0 until a round finished; ``uncleanable`` is
+    why the cleaner gave up on the partition, "" when it has not.
+    """
+
+    log_start: UInt64
+    high_watermark: UInt64
+    size_bytes: UInt64
+    segments: UInt32
+    dirty_ratio_ppm: UInt32
+    first_dirty: UInt64
+    cleaner_bytes_read: UInt64
+    cleaner_bytes_written: UInt64
+    last_clean_ms: UInt64
+    uncleanable: Str
+
+
+@item
+class TopicLogs:
+    """One topic of a LogsDescribed: its cleanup.policy and its partitions' logs."""
+
+    name: Str
+    cleanup_policy: Str
+    partitions: Annotated[tuple[LogInfo, ...], Array(LogInfo)]
+
+
+@response
+class LogsDescribed:
+    """Tag 17: the answer to DescribeLogs."""
+
+    TAG: ClassVar[int] = 17
+    topics: Annotated[tuple[TopicLogs, ...], Array(TopicLogs)]
 
 
 # --------------------------------------------------------------------------- derived tables

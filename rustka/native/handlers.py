@@ -58,6 +58,7 @@ class NativeHandler:
             p.ListGroups: self._list_groups,
             p.DescribeGroup: self._describe_group,
             p.DeleteTopic: self._delete_topic,
+            p.DescribeLogs: self._describe_logs,
         }
 
     # -- entry points ----------------------------------------------------------------
@@ -211,6 +212,34 @@ class NativeHandler:
                 for info in topics
             )
         )
+
+    def _describe_logs(self, req: p.DescribeLogs) -> p.Response:
+        broker = self.broker
+        cleaning = broker.cleaner.totals.partitions
+        topics = []
+        for info in broker.topics_snapshot(req.topics or None):
+            logs = []
+            policy = ""
+            for part in info.partitions:
+                plog = broker.partition(info.name, part.partition)
+                policy = plog.config.cleanup_policy
+                state = cleaning.get((info.name, part.partition))
+                logs.append(
+                    p.LogInfo(
+                        part.log_start_offset,
+                        part.high_watermark,
+                        plog.size_bytes,
+                        len(plog.segments),
+                        0 if state is None else round(state.dirty_ratio * 1_000_000),
+                        plog.cleaner_checkpoint.first_dirty,
+                        0 if state is None else state.bytes_read,
+                        0 if state is None else state.bytes_written,
+                        0 if state is None or state.last_clean_ms is None else state.last_clean_ms,
+                        "" if state is None or state.uncleanable is None else state.uncleanable,
+                    )
+                )
+            topics.append(p.TopicLogs(info.name, policy, tuple(logs)))
+        return p.LogsDescribed(tuple(topics))
 
     def _create_topic(self, req: p.CreateTopic) -> defer.Deferred[p.Response]:
         return self.broker.create_topic(req.topic, req.partitions).addCallback(_topic_info)

@@ -34,6 +34,7 @@ from rustka.native.codec import (
     CreateTopic,
     DeleteTopic,
     DescribeGroup,
+    DescribeLogs,
     Error,
     Failure,
     Fetch,
@@ -44,6 +45,8 @@ from rustka.native.codec import (
     Groups,
     Hello,
     ListGroups,
+    LogInfo,
+    LogsDescribed,
     Metadata,
     MetadataResult,
     NotFound,
@@ -56,6 +59,7 @@ from rustka.native.codec import (
     Produced,
     TopicDeleted,
     TopicInfo,
+    TopicLogs,
     TopicMetadata,
     Welcome,
     decode_request,
@@ -168,6 +172,11 @@ REQUESTS = [
     Vector(ListGroups(), (("op", "0b"),)),
     Vector(DescribeGroup("analytics"), (("op", "0c"), ("group", ANALYTICS))),
     Vector(DeleteTopic("events"), (("op", "0d"), ("topic", EVENTS))),
+    Vector(
+        DescribeLogs(("orders",)),
+        (("op", "0e"), ("topics", "00000001"), ("topics[0]", ORDERS)),
+        flat=False,
+    ),
 ]
 
 RESPONSES = [
@@ -187,12 +196,12 @@ RESPONSES = [
     Vector(CommitOk(), (("tag", "05"),)),
     Vector(Offset(5), (("tag", "06"), ("offset", "0000000000000005"))),
     Vector(
-        Welcome(2, "rustka 0.1.0", tuple(range(1, 14))),
+        Welcome(2, "rustka 0.1.0", tuple(range(1, 15))),
         (
             ("tag", "07"),
             ("version", "00000002"),
             ("broker", "0000000c 727573746b6120302e312e30"),
-            ("ops", "0000000d 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d"),
+            ("ops", "0000000e 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e"),
         ),
         flat=False,
     ),
@@ -279,6 +288,35 @@ RESPONSES = [
         ),
     ),
     Vector(TopicDeleted("events"), (("tag", "10"), ("topic", EVENTS))),
+    Vector(
+        LogsDescribed(
+            (
+                TopicLogs(
+                    "orders",
+                    "compact",
+                    (LogInfo(0, 9, 4096, 2, 250_000, 5, 100, 50, 1_700_000_000_000, ""),),
+                ),
+            )
+        ),
+        (
+            ("tag", "11"),
+            ("topics", "00000001"),
+            ("topics[0].name", ORDERS),
+            ("topics[0].cleanup_policy", "00000007 636f6d70616374"),
+            ("topics[0].partitions", "00000001"),
+            ("topics[0].partitions[0].log_start", "0000000000000000"),
+            ("topics[0].partitions[0].high_watermark", "0000000000000009"),
+            ("topics[0].partitions[0].size_bytes", "0000000000001000"),
+            ("topics[0].partitions[0].segments", "00000002"),
+            ("topics[0].partitions[0].dirty_ratio_ppm", "0003d090"),
+            ("topics[0].partitions[0].first_dirty", "0000000000000005"),
+            ("topics[0].partitions[0].cleaner_bytes_read", "0000000000000064"),
+            ("topics[0].partitions[0].cleaner_bytes_written", "0000000000000032"),
+            ("topics[0].partitions[0].last_clean_ms", "0000018bcfe56800"),
+            ("topics[0].partitions[0].uncleanable", "00000000"),
+        ),
+        flat=False,
+    ),
 ]
 
 ALL = [(v, decode_request, encode_request) for v in REQUESTS] + [
@@ -327,16 +365,16 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
-    """The vector tables exercise all 13 ops and all 16 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 14))
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 17))
+    """The vector tables exercise all 14 ops and all 17 tags."""
+    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 15))
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 18))
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-13."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-14."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == tuple(range(5, 14))
+    assert tuple(EXTENSION_OPS) == tuple(range(5, 15))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -351,7 +389,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == set(range(1, 14))
+    assert {payload[0] for payload in examples} == set(range(1, 15))
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -360,7 +398,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == set(range(1, 17))
+    assert {payload[0] for payload in examples} == set(range(1, 18))
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -394,6 +432,7 @@ ROUND_TRIP_REQUESTS = [
     ListGroups(),
     DescribeGroup(""),
     DeleteTopic("t\u00e9"),
+    DescribeLogs(()),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -418,6 +457,8 @@ ROUND_TRIP_RESPONSES = [
     Failure(0xFFFF, "m"),
     OutOfRange(0, 0, 0),
     TopicDeleted(""),
+    LogsDescribed(()),
+    LogsDescribed((TopicLogs("a", "", ()), TopicLogs("b", "delete", (LogInfo(*range(9), "x"),)))),
 ]
 
 
@@ -508,16 +549,16 @@ def test_empty_response_frame() -> None:
         decode_response(b"")
 
 
-@pytest.mark.parametrize("op", [0, 14, 99, 255])
+@pytest.mark.parametrize("op", [0, 15, 99, 255])
 def test_unknown_op(op: int) -> None:
-    """An op byte outside 1-13 is refused with its number in the message."""
+    """An op byte outside 1-14 is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown op {op}$"):
         decode_request(bytes([op]) + b"\x00\x00\x00\x00")
 
 
-@pytest.mark.parametrize("tag", [0, 17, 255])
+@pytest.mark.parametrize("tag", [0, 18, 255])
 def test_unknown_tag(tag: int) -> None:
-    """A tag byte outside 1-16 is refused with its number in the message."""
+    """A tag byte outside 1-17 is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown tag {tag}$"):
         decode_response(bytes([tag]))
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest_twisted
 
-from tests.conftest import RunningBroker
+from tests.conftest import RunningBroker, within
 from tests.ops.cli import cli, ok
 
 
@@ -26,11 +27,18 @@ async def test_topics_commands_with_json(broker: RunningBroker) -> None:
     assert listed == [{"topic": "pay", "partitions": 2}, {"topic": "ship", "partitions": 1}]
     await ok(broker, "produce", "ship", "k", "v")
     described = json.loads(await ok(broker, "topics", "describe", "ship", "--json"))
+    size = broker.broker.partition("ship", 0).size_bytes
     assert described == [
-        {"topic": "ship", "partitions": [{"partition": 0, "log_start": 0, "end": 1}]}
+        {
+            "topic": "ship",
+            "cleanup_policy": "delete",
+            "partitions": [
+                {"partition": 0, "log_start": 0, "end": 1, "bytes": size, "segments": 1}
+            ],
+        }
     ]
     table = await ok(broker, "topics", "describe", "ship")
-    assert table == "TOPIC\tPARTITION\tLOG-START\tEND\tRECORDS\nship\t0\t0\t1\t1\n"
+    assert table == f"TOPIC\tPARTITION\tLOG-START\tEND\tRECORDS\tBYTES\nship\t0\t0\t1\t1\t{size}\n"
     altered = json.loads(await ok(broker, "topics", "alter", "pay", "--partitions", "5", "--json"))
     assert altered == {"topic": "pay", "partitions": 5}
     shrink = await cli(broker, "topics", "alter", "pay", "--partitions", "3")
@@ -56,3 +64,46 @@ async def test_topics_delete(broker: RunningBroker) -> None:
     assert json.loads(await ok(broker, "topics", "list", "--json")) == []
     missing = await cli(broker, "topics", "delete")
     assert missing.returncode == 2 and "topics delete needs a TOPIC" in missing.stderr
+
+
+@pytest_twisted.ensureDeferred
+async def test_topics_describe_shows_the_log_cleaner(broker_factory: Any) -> None:
+    """On a compacted topic, describe adds the cleaner's numbers: dirty ratio, when it
+    last cleaned, the bytes it read and wrote (docs/kafka.md, "Log compaction")."""
+    running = await broker_factory(
+        cleanup_policy="compact", segment_bytes=1024, cleaner_backoff_ms=3_600_000
+    )
+    try:
+        client = await running.client()
+        try:
+            for i in range(60):
+                await client.produce("table", b"key-%d" % (i % 5), b"value-%d" % i * 5)
+        finally:
+            await client.close()
+        before = json.loads(await ok(running, "topics", "describe", "table", "--json"))
+        cleaner = before[0]["partitions"][0]["cleaner"]
+        assert cleaner["last_clean"] is None and cleaner["bytes_read"] == 0
+        await within(running.broker.cleaner.run_pass())
+        after = json.loads(await ok(running, "topics", "describe", "table", "--json"))
+        part = after[0]["partitions"][0]
+        assert after[0]["cleanup_policy"] == "compact"
+        state = running.broker.cleaner.totals.partitions[("table", 0)]
+        assert part["cleaner"] == {
+            "dirty_ratio": 0.0,
+            "first_dirty": state.first_dirty,
+            "bytes_read": state.bytes_read,
+            "bytes_written": state.bytes_written,
+            "last_clean": part["cleaner"]["last_clean"],
+            "uncleanable": None,
+        }
+        assert state.bytes_read > 0 and part["cleaner"]["last_clean"].startswith("20")
+        assert part["bytes"] == running.broker.partition("table", 0).size_bytes
+        table = (await ok(running, "topics", "describe", "table")).splitlines()
+        assert table[0].endswith("POLICY\tDIRTY\tLAST-CLEAN\tCLEANER-READ\tCLEANER-WRITTEN")
+        fields = table[1].split("\t")
+        assert fields[6:8] == ["compact", "0.0%"]
+        assert fields[9:] == [str(state.bytes_read), str(state.bytes_written)]
+        missing = await cli(running, "topics", "describe", "nosuch")
+        assert missing.returncode == 1 and "unknown topic" in missing.stderr
+    finally:
+        await running.stop()
