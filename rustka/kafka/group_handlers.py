@@ -325,11 +325,7 @@ def offset_delete(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
         # subscriptions, so while members exist every partition is refused.
         return defer.succeed(answer(0, lambda _t, _p: E.GROUP_SUBSCRIBED_TO_TOPIC))
     known = broker.topics
-    unknown = {
-        (t, p)
-        for t, p in wanted
-        if t not in known or not 0 <= p < len(known[t].partitions)
-    }
+    unknown = {(t, p) for t, p in wanted if t not in known or not 0 <= p < len(known[t].partitions)}
     d = defer.maybeDeferred(broker.delete_offsets, group, [k for k in wanted if k not in unknown])
     d.addCallback(
         lambda _: answer(0, lambda t, p: E.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown else 0)
@@ -341,12 +337,16 @@ def offset_delete(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
 
 
 def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
+    # v4's states_filter, matched without regard to case as Kafka's coordinator does;
+    # an empty filter (and every older version) lists every state.
+    wanted = {state.lower() for state in body.get("states_filter") or ()}
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "groups": [
-            {"group_id": group, "protocol_type": protocol_type}
-            for group, protocol_type, _state in ctx.broker.groups.list_groups()
+            {"group_id": group, "protocol_type": protocol_type, "group_state": state}
+            for group, protocol_type, state in ctx.broker.groups.list_groups()
+            if not wanted or state.lower() in wanted
         ],
     }
 

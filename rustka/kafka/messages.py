@@ -6,9 +6,9 @@ notation ("3+", "2-4") so that it can be checked line by line against Kafka's JS
 the snake_case of Kafka's current field names; decoded messages are plain dicts/lists with
 those keys, and encoders accept the same shape with missing keys taking the field default.
 
-`APIS` is the single place the front-end learns what to advertise. Only non-flexible
-versions are declared except ApiVersions 3-4 (docs/kafka.md, "APIs and versions", says why);
-`flexible_from` still records Kafka's threshold so headers of newer requests parse.
+`APIS` is the single place the front-end learns what to advertise. Flexible versions are
+declared only where an API needs them (docs/kafka.md, "APIs and versions", says which and
+why); `flexible_from` records Kafka's threshold so headers of newer requests parse.
 """
 
 from __future__ import annotations
@@ -601,12 +601,19 @@ OFFSET_FETCH_RESPONSE = _msg(
 
 # --- ListGroups (16) -------------------------------------------------------------------
 
-LIST_GROUPS_REQUEST = _msg("ListGroupsRequest")
+LIST_GROUPS_REQUEST = _msg(
+    "ListGroupsRequest",
+    # v4: only groups in one of these states (empty: every state).
+    F("states_filter", Array(STRING), "4+"),
+)
 LIST_GROUPS_RESPONSE = _msg(
     "ListGroupsResponse",
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
-    F("groups", [F("group_id", STRING), F("protocol_type", STRING)]),
+    F(
+        "groups",
+        [F("group_id", STRING), F("protocol_type", STRING), F("group_state", STRING, "4+")],
+    ),
 )
 
 # --- DescribeGroups (15) ---------------------------------------------------------------
@@ -783,8 +790,9 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             DESCRIBE_GROUPS_REQUEST,
             DESCRIBE_GROUPS_RESPONSE,
         ),
+        # v3-4 are flexible (docs/kafka.md, "APIs and versions"); v4 filters by state.
         _api(
-            ApiKey.LIST_GROUPS, "ListGroups", (0, 2), 3, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE
+            ApiKey.LIST_GROUPS, "ListGroups", (0, 4), 3, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE
         ),
         _api(
             ApiKey.API_VERSIONS,

@@ -171,3 +171,65 @@ async def test_delete_groups_and_offset_delete_drop_commits_durably(
         assert store.groups() == {"g-part": {("dg", 1): 2}}
     finally:
         store.close()
+
+
+# -- ListGroups v4 state filter ------------------------------------------------------------
+
+
+def list_groups_by_state(bootstrap: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+
+    idle = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-empty"})
+    try:
+        idle.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        idle.close()
+    assigned: list[Any] = []
+    member = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "g-stable", "auto.offset.reset": "earliest"}
+    )
+    try:
+        member.subscribe([topic], on_assign=lambda _c, parts: assigned.extend(parts))
+        for _ in range(60):
+            member.poll(0.5)
+            if assigned:
+                break
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def listed(states: set[Any] | None) -> dict[str, str]:
+            result = admin.list_consumer_groups(states=states).result(30)
+            return {g.group_id: g.state.name for g in result.valid}
+
+        seen = {
+            "assigned": len(assigned),
+            "stable": listed({ConsumerGroupState.STABLE}),
+            "empty": listed({ConsumerGroupState.EMPTY}),
+            "both": listed({ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY}),
+            "dead": listed({ConsumerGroupState.DEAD}),
+            "all": listed(None),
+        }
+        kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            seen["kp"] = kp.list_groups(states_filter=["Stable"])
+        finally:
+            kp.close()
+    finally:
+        member.close()
+    return seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_groups_filters_by_state(broker: RunningBroker) -> None:
+    """confluent-kafka sends ListGroups v4 (flexible) with the states it asks for."""
+    await make_topic(broker, "lg", 1)
+    seen = await in_thread(list_groups_by_state, broker.address, "lg")
+    assert seen["assigned"] == 1
+    assert seen["stable"] == {"g-stable": "STABLE"}
+    assert seen["empty"] == {"g-empty": "EMPTY"}
+    assert seen["both"] == seen["all"] == {"g-stable": "STABLE", "g-empty": "EMPTY"}
+    assert seen["dead"] == {}
+    assert seen["kp"] == [
+        {"group_id": "g-stable", "protocol_type": "consumer", "group_state": "Stable"}
+    ]

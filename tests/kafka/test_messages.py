@@ -87,8 +87,12 @@ EXPECTED_TABLE = {
     13: ("LeaveGroup", 0, 3, 4),
     8: ("OffsetCommit", 2, 7, 8),
     9: ("OffsetFetch", 1, 5, 6),
-    16: ("ListGroups", 0, 2, 3),
+    16: ("ListGroups", 0, 4, 3),
     15: ("DescribeGroups", 0, 4, 5),
+    # Admin APIs (docs/kafka.md, "APIs and versions").
+    37: ("CreatePartitions", 0, 1, 2),
+    42: ("DeleteGroups", 0, 1, 2),
+    47: ("OffsetDelete", 0, 0, None),
 }
 
 
@@ -100,14 +104,14 @@ def test_apis_table_matches_the_advertised_ranges() -> None:
         assert spec.key == key
 
 
-def test_only_api_versions_advertises_flexible_versions() -> None:
+def test_only_api_versions_and_list_groups_advertise_flexible_versions() -> None:
     flexible = {
         (k, v)
         for k, s in APIS.items()
         for v in range(s.min_version, s.max_version + 1)
         if is_flexible(k, v)
     }
-    assert flexible == {(18, 3), (18, 4)}
+    assert flexible == {(18, 3), (18, 4), (16, 3), (16, 4)}
 
 
 def test_api_versions_table_is_sorted_and_complete() -> None:
@@ -144,8 +148,8 @@ def test_error_codes_match_kafka() -> None:
 
 def req_header(key: int, version: int) -> str:
     """Header with correlation id 1 and client id "c": v1, or v2 (an extra empty tag
-    section) for the only flexible requests we declare, ApiVersions 3-4."""
-    tags = " 00" if key == 18 and version >= 3 else ""
+    section) for a flexible version."""
+    tags = " 00" if is_flexible(key, version) else ""
     return f"{key:04x} {version:04x} 00000001 0001 63{tags}"
 
 
@@ -230,6 +234,17 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (32, 2, {"resources": [{"resource_type": 2, "resource_name": "t",
                             "configuration_keys": ["a"]}], "include_synonyms": True},
      "00000001 02 " + TOPIC_T + " 00000001 0001 61 01"),
+    # CreatePartitions, DeleteGroups, OffsetDelete
+    (37, 0, {"topics": [{"name": "t", "count": 3, "assignments": None}], "timeout_ms": 1000,
+             "validate_only": True},
+     "00000001 " + TOPIC_T + " 00000003 ffffffff 000003e8 01"),  # null assignments
+    (37, 1, {"topics": [{"name": "t", "count": 2, "assignments": [{"broker_ids": [0]}]}],
+             "timeout_ms": 5, "validate_only": False},
+     "00000001 " + TOPIC_T + " 00000002 00000001 00000001 00000000 00000005 00"),
+    (42, 0, {"groups_names": ["g"]}, "00000001 0001 67"),
+    (42, 1, {"groups_names": []}, "00000000"),
+    (47, 0, {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000001 00000001"),
     # FindCoordinator
     (10, 0, {"key": "g"}, "0001 67"),
     (10, 2, {"key": "g", "key_type": 1}, "0001 67 01"),
@@ -285,6 +300,8 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # ListGroups has an empty body
     (16, 0, {}, ""),
     (16, 2, {}, ""),
+    (16, 3, {}, "00"),  # flexible: an empty tag section
+    (16, 4, {"states_filter": ["Stable"]}, "02 07 537461626c65 00"),
     # DescribeGroups
     (15, 0, {"groups": ["g"]}, "00000001 0001 67"),
     (15, 3, {"groups": ["g"], "include_authorized_operations": True}, "00000001 0001 67 01"),
@@ -416,6 +433,18 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
          "synonyms": [{"name": "k", "value": None, "source": 5}]}]}]},
      "00000000 00000001 0000 ffff 02 " + TOPIC_T
      + " 00000001 0001 6b 0001 76 01 05 00 00000001 0001 6b ffff 05"),
+    # CreatePartitions, DeleteGroups, OffsetDelete
+    (37, 0, {"throttle_time_ms": 1, "results": [{"name": "t", "error_code": 37,
+                                                "error_message": "m"}]},
+     "00000001 00000001 " + TOPIC_T + " 0025 0001 6d"),
+    (37, 1, {"results": [{"name": "t", "error_code": 0, "error_message": None}]},
+     "00000000 00000001 " + TOPIC_T + " 0000 ffff"),
+    (42, 0, {"throttle_time_ms": 1, "results": [{"group_id": "g", "error_code": 68}]},
+     "00000001 00000001 0001 67 0044"),
+    (42, 1, {"results": []}, "00000000 00000000"),
+    (47, 0, {"throttle_time_ms": 2, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 1, "error_code": 86}]}]},
+     "0000 00000002 00000001 " + TOPIC_T + " 00000001 00000001 0056"),
     # FindCoordinator
     (10, 0, {"node_id": 1, "host": "h", "port": 9092}, "0000 00000001 0001 68 00002384"),
     (10, 1, {"error_code": 15, "node_id": -1, "host": "", "port": -1},
@@ -457,6 +486,10 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (16, 0, {"groups": [{"group_id": "g", "protocol_type": "consumer"}]},
      "0000 00000001 0001 67 " + CONSUMER),
     (16, 2, {"groups": []}, "00000000 0000 00000000"),
+    (16, 3, {"groups": [{"group_id": "g", "protocol_type": "consumer"}]},
+     "00000000 0000 02 02 67 09 636f6e73756d6572 00 00"),
+    (16, 4, {"groups": [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable"}]},
+     "00000000 0000 02 02 67 09 636f6e73756d6572 07 537461626c65 00 00"),
     # DescribeGroups
     (15, 0, {"groups": [{"group_id": "g", "group_state": "Stable", "protocol_type": "consumer",
                          "protocol_data": "range", "members": [
@@ -536,7 +569,8 @@ def test_request_vectors(vector: tuple[int, int, dict[str, Any], str]) -> None:
 @pytest.mark.parametrize("vector", RESPONSE_VECTORS, ids=_vector_id)
 def test_response_vectors(vector: tuple[int, int, dict[str, Any], str]) -> None:
     key, version, body, body_hex = vector
-    expected = hx(RESP_HEADER, body_hex)
+    header_tags = " 00" if APIS[key].response_header_version(version) == 1 else ""
+    expected = hx(RESP_HEADER + header_tags, body_hex)
     frame = encode_response(key, version, 1, body)
     assert frame.hex() == expected.hex()
     correlation_id, decoded = decode_response(key, version, frame)
