@@ -30,8 +30,11 @@ they fire only after the fsync):
   Produce). Answers through ``reply`` per partition, without a Deferred per
   record. Both append paths share one lane per partition, so concurrent
   appends from any connections coalesce into one write and one fsync.
-- ``create_topic(name, partitions, configs) -> TopicInfo``,
+- ``create_topic(name, partitions, configs, *, validate_only) -> TopicInfo``,
   ``alter_topic(name, partitions) -> TopicInfo``, ``delete_topic(name)``.
+- ``alter_topic_configs(name, ops, *, replace, validate_only) -> configs``:
+  change a topic's own configs (Kafka topic configs; ``ops`` are (key, SET |
+  DELETE | APPEND | SUBTRACT, value)); the topic's logs use them at once.
 - ``commit_offsets(group, {(topic, partition): offset}, metadata)``: ``metadata``
   optionally maps some of those partitions to the commit's metadata string.
 - ``delete_offsets(group, partitions=None) -> [(topic, partition)]``: tombstone
@@ -52,7 +55,9 @@ Reads:
 - ``list_offset(topic, partition, timestamp) -> OffsetAtTime | None``:
   ``EARLIEST`` (-2), ``LATEST`` (-1), or the first offset whose timestamp is at
   least ``timestamp`` (None when there is none).
-- Synchronous: ``topics_snapshot(names)``, ``bounds(topic, partition)``,
+- Synchronous: ``topics_snapshot(names)``, ``topic_configs(name)`` and
+  ``broker_configs()`` (each config's value and source, for DescribeConfigs),
+  ``bounds(topic, partition)``,
   ``committed_offsets(group, partitions)``, ``committed_metadata(group)``,
   ``group_offsets(group)`` (lag),
   ``group_names()``.
@@ -82,6 +87,7 @@ Lifecycle (for `rustka.broker.service.BrokerService`): ``open_storage``,
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -107,32 +113,47 @@ from rustka.broker.produce import (
 )
 from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.broker.waiters import Waiters
-from rustka.config import Config
+from rustka.config import (
+    TOPIC_CONFIGS,
+    Config,
+    ConfigEntry,
+    describe_broker_configs,
+    describe_topic_configs,
+    topic_configs,
+)
 from rustka.errors import (
     BrokerUnavailable,
     CorruptBatch,
+    InvalidConfig,
     InvalidPartitionCount,
     InvalidRequest,
     OffsetOutOfRange,
     RustkaError,
     StorageError,
+    TopicExists,
     UnknownPartition,
     UnknownTopic,
 )
 from rustka.names import validate_group, validate_topic
 from rustka.record.batch import Record
+from rustka.settings import ConfigError, Kind, join_list, split_list
 from rustka.storage import cluster_id
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import Commit, OffsetsStore
 from rustka.storage.partition_log import PartitionLog
-from rustka.storage.topic import Topic
+from rustka.storage.topic import Topic, check_partition_count
 
 __all__ = [
+    "APPEND",
+    "DELETE",
     "EARLIEST",
     "LATEST",
+    "SET",
+    "SUBTRACT",
     "AppendResult",
     "Broker",
+    "ConfigEntry",
     "OffsetAtTime",
     "PartitionInfo",
     "PartitionLag",
@@ -151,13 +172,13 @@ FAILED = "failed"
 EARLIEST = -2
 LATEST = -1
 
-# Topic configs as Kafka names them, and what each maps to in LogConfig.
-_CONFIG_FIELDS: dict[str, str] = {
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-}
+# What alter_topic_configs may do to one config (Kafka's AlterConfigOp).
+SET = "set"
+DELETE = "delete"
+APPEND = "append"
+SUBTRACT = "subtract"
+ConfigOp = tuple[str, str, str | None]
+"""``(key, SET | DELETE | APPEND | SUBTRACT, value)``: one change to a topic's configs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +209,8 @@ class PartitionInfo:
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
-    """A topic as Metadata and DescribeConfigs show it; ``configs`` in Kafka's names."""
+    """A topic as Metadata shows it; ``configs`` are its own (Kafka topic configs, as
+    stored), without the broker's defaults."""
 
     name: str
     partitions: tuple[PartitionInfo, ...]
@@ -310,9 +332,9 @@ class Broker:
         """Open every topic and replay the offsets log on the I/O pool (the pool must
         be running); fires like `when_ready`."""
         config = self.config
-        self._run(_open_storage, Path(config.data_dir), config.log_config()).addCallbacks(
-            self._storage_opened, self._storage_failed
-        )
+        self._run(
+            _open_storage, Path(config.data_dir), config.log_config(), self._resolve
+        ).addCallbacks(self._storage_opened, self._storage_failed)
         return self.when_ready()
 
     def _storage_opened(self, opened: tuple[LogManager, OffsetsStore]) -> None:
@@ -535,9 +557,21 @@ class Broker:
 
     # -- topic admin -------------------------------------------------------------------------
 
-    def default_topic_configs(self) -> dict[str, str]:
-        """The settings every topic gets, in Kafka's names (rustka has no per-topic overrides)."""
-        return _topic_configs(self.config.log_config())
+    def _resolve(self, overrides: Mapping[str, str]) -> LogConfig:
+        """A topic's LogConfig from its own configs over the broker's settings (the
+        Resolver storage opens and reconfigures topics with)."""
+        try:
+            return self.config.log_config(overrides)
+        except ConfigError as e:
+            raise InvalidConfig(str(e)) from None
+
+    def topic_configs(self, name: str) -> list[ConfigEntry]:
+        """Every Kafka topic config of ``name`` with its value and source (DescribeConfigs)."""
+        return describe_topic_configs(self.config, self.topic(name).overrides)
+
+    def broker_configs(self) -> list[ConfigEntry]:
+        """Every broker setting with its value and source; all read-only at run time."""
+        return describe_broker_configs(self.config)
 
     def topics_snapshot(self, names: Iterable[str] | None = None) -> list[TopicInfo]:
         """Every topic (or those named, in that order; unknown names raise UnknownTopic)."""
@@ -552,23 +586,104 @@ class Broker:
             PartitionInfo(index, plog.log_start_offset, plog.end_offset)
             for index, plog in enumerate(topic.partitions)
         )
-        return TopicInfo(topic.name, partitions, _topic_configs(topic.config))
+        return TopicInfo(topic.name, partitions, dict(topic.overrides))
 
     @_deferred
     def create_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str] | None = None
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
     ) -> defer.Deferred[TopicInfo]:
-        """Create a topic; an existing one is `TopicExists`.
+        """Create a topic with configs of its own; an existing one is `TopicExists`.
 
-        ``configs`` uses Kafka's names. Topics share the broker's log settings,
-        so a value that differs from them is refused rather than ignored.
+        ``configs`` are Kafka topic configs, each checked by its declaration
+        (`InvalidConfig` names a bad one) and stored with the topic. With
+        ``validate_only`` every check runs and nothing is created (the answer is
+        the topic as it would be, without partition bounds).
         """
         self.check_serving()
         validate_topic(name)
         logs = self._check_open()
-        _check_topic_configs(configs or {}, logs.config)
-        d = self._with_partitions(partitions, logs.create_topic, name, partitions)
+        try:
+            own = topic_configs(configs or {})
+        except ConfigError as e:
+            raise InvalidConfig(str(e)) from None
+        self._resolve(own)
+        if validate_only:
+            check_partition_count(partitions)
+            if name in logs.topics and name not in self._deleting:
+                raise TopicExists(f"topic {name!r} already exists")
+            return defer.succeed(TopicInfo(name, (), own))
+        d = self._with_partitions(partitions, logs.create_topic, name, partitions, own)
         return d.addCallback(self._topic_info)
+
+    @_deferred
+    def alter_topic_configs(
+        self,
+        name: str,
+        ops: Sequence[ConfigOp],
+        *,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> defer.Deferred[dict[str, str]]:
+        """Change a topic's own configs; fires with them as stored.
+
+        ``ops`` apply in order to the current configs (Kafka's
+        IncrementalAlterConfigs: SET a value, DELETE back to the broker's, APPEND
+        to or SUBTRACT from a list config, starting from the value the topic has);
+        ``replace`` starts from none instead, so the topic keeps only what is SET
+        (Kafka's AlterConfigs). Checked whole, then written and applied to the
+        open partition logs at once, or only checked with ``validate_only``.
+        Changes to one topic apply one at a time, each on the last.
+        """
+        self.check_serving()
+        topic = self.topic(name)
+        for key, op, _ in ops:
+            if op not in (SET, DELETE, APPEND, SUBTRACT):
+                raise InvalidRequest(f"unknown config operation {op!r} for {key}")
+        change = functools.partial(self._changed_configs, ops, replace)
+        reconfigure = functools.partial(topic.reconfigure, validate_only=validate_only)
+        d = self._run(reconfigure, change, self._resolve)
+        return d.addCallback(dict)
+
+    def _changed_configs(
+        self, ops: Sequence[ConfigOp], replace: bool, current: Mapping[str, str]
+    ) -> dict[str, str]:
+        """Runs on the pool, under the topic's lock: the configs ``ops`` make of ``current``."""
+        new = {} if replace else dict(current)
+        for key, op, value in ops:
+            if op == DELETE:
+                new.pop(key, None)
+                continue
+            declared = TOPIC_CONFIGS.get(key)
+            if declared is None:
+                raise InvalidConfig(f"Unknown topic config name: {key}")
+            if op == SET:
+                new[key] = value  # type: ignore[assignment]
+                continue
+            if declared.kind is not Kind.LIST:
+                raise InvalidConfig(
+                    f"Can't {op.upper()} to key {key} because its type is not LIST."
+                )
+            if value is None:
+                raise InvalidConfig(f"Null value not supported for topic configs: {key}")
+            have = (
+                new[key] if key in new else declared.topic_text(self.config.topic_value(declared))
+            )
+            items = split_list(have)
+            for item in value.split(","):
+                if op == APPEND and item not in items:
+                    items.append(item)
+                elif op == SUBTRACT and item in items:
+                    items.remove(item)
+            new[key] = join_list(items)
+        try:
+            return topic_configs(new)
+        except ConfigError as e:
+            raise InvalidConfig(str(e)) from None
 
     @_deferred
     def alter_topic(self, name: str, partitions: int) -> defer.Deferred[TopicInfo]:
@@ -795,9 +910,11 @@ class Broker:
         return self.maintenance.enforce_retention()
 
 
-def _open_storage(data_dir: Path, log_config: LogConfig) -> tuple[LogManager, OffsetsStore]:
+def _open_storage(
+    data_dir: Path, log_config: LogConfig, resolve: Callable[[Mapping[str, str]], LogConfig]
+) -> tuple[LogManager, OffsetsStore]:
     """Runs on the pool: recovery scans and the offsets replay are disk work."""
-    logs = LogManager.open(data_dir, log_config)
+    logs = LogManager.open(data_dir, log_config, resolve=resolve)
     try:
         offsets = OffsetsStore.open(data_dir, log_config, recover=logs.recovered)
     except BaseException:
@@ -812,24 +929,3 @@ def _read_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResul
     never trails the data returned."""
     data = plog.read(offset, max_bytes)
     return ReadResult((data,) if data else (), plog.end_offset, plog.log_start_offset)
-
-
-def _topic_configs(config: LogConfig) -> dict[str, str]:
-    """A topic's settings in Kafka's names (-1 for no limit), for DescribeConfigs."""
-    configs = {"cleanup.policy": "delete"}
-    for name, attr in _CONFIG_FIELDS.items():
-        value = getattr(config, attr)
-        configs[name] = "-1" if value is None else str(value)
-    return configs
-
-
-def _check_topic_configs(configs: Mapping[str, str], config: LogConfig) -> None:
-    current = _topic_configs(config)
-    for name, value in configs.items():
-        if name not in current:
-            raise InvalidRequest(f"unsupported topic config {name!r}")
-        if value is not None and str(value) != current[name]:
-            raise InvalidRequest(
-                f"topic config {name}={value} differs from the broker's setting "
-                f"({current[name]}); rustka applies its settings to every topic"
-            )

@@ -48,7 +48,10 @@ from rustka.record.batch import (
     encode_batch,
     ms_now,
     parse_header,
+    restamp_batches,
 )
+from rustka.record.compression import codec_of
+from rustka.storage.log_config import LogConfig
 from rustka.storage.partition_log import AppendInfo, PartitionLog
 from rustka.storage.topic import Topic
 
@@ -77,6 +80,8 @@ class AppendResult:
     log_start_offset: int
     duplicate: bool = False
     """A retried idempotent batch: not stored again, these are its original offsets."""
+    log_append_time: int = -1
+    """The broker time a LogAppendTime topic stamped the batches with; -1 on CreateTime."""
 
 
 def seed_batches(records: Sequence[KeyedRecord]) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
@@ -326,26 +331,62 @@ def write_batches(
     rewritten as Kafka does, so what is stored is what the headers say).
     Refused payloads answer with their error and are left out. On a compacted
     partition every record needs a key (docs/kafka.md, "Log compaction").
+
+    The partition's LogConfig, read once per write, is its topic's configs
+    (docs/kafka.md, "Topic configs"): max.message.bytes is the size limit when
+    set, the timestamp window applies to client records, and on a
+    LogAppendTime topic every batch, the seed Produce's too, is stamped with
+    one broker time, which the results carry; compression.type other than
+    producer rebuilds batches in that codec.
     """
-    require_keys = plog.config.compact
+    config = plog.config
+    require_keys = config.compact
+    stamp = config.message_timestamp_type == "LogAppendTime"
+    codec = _topic_codec(config)
+    now = ms_now()
     payloads: list[bytes] = []
     headers: list[list[tuple[int, BatchHeader]]] = []
     refused: dict[int, AppendInfo] = {}
+    limit = config.max_message_bytes
     for index, (payload, checked) in enumerate(items):
         if isinstance(checked, int):
             try:
                 payload, checked = accept_batches(
-                    payload, max_batch_bytes=checked, require_keys=require_keys
+                    payload,
+                    max_batch_bytes=checked if limit is None else limit,
+                    require_keys=require_keys,
+                    now=now,
+                    log_append_time=stamp,
+                    before_max_ms=config.message_timestamp_before_max_ms,
+                    after_max_ms=config.message_timestamp_after_max_ms,
+                    codec=codec,
                 )
             except RustkaError as e:
                 refused[index] = AppendInfo(-1, -1, error=e)
                 continue
+        elif stamp or codec is not None:
+            payload, checked = restamp_batches(
+                payload, checked, codec=codec, log_append_time=now if stamp else None
+            )
         payloads.append(payload)
         headers.append(checked)
+    results = plog.append_many(payloads, headers) if payloads else []
+    if stamp:
+        for info in results:
+            if info.error is None and not info.duplicate:
+                info.log_append_time = now
     if not refused:
-        return plog.append_many(payloads, headers)
-    stored = iter(plog.append_many(payloads, headers) if payloads else [])
+        return results
+    stored = iter(results)
     return [refused[i] if i in refused else next(stored) for i in range(len(items))]
+
+
+def _topic_codec(config: LogConfig) -> int | None:
+    """The codec a topic's compression.type stores batches in; None keeps the producer's."""
+    kind = config.compression_type
+    if kind == "producer":
+        return None
+    return codec_of("none" if kind == "uncompressed" else kind)
 
 
 def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) -> None:
@@ -363,4 +404,12 @@ def _batches_appended(
     if type(result) is Failure:
         d.errback(result)
     else:
-        d.callback(AppendResult(result[0], result[1], plog.log_start_offset, result.duplicate))
+        d.callback(
+            AppendResult(
+                result[0],
+                result[1],
+                plog.log_start_offset,
+                result.duplicate,
+                result.log_append_time,
+            )
+        )

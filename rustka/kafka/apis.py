@@ -49,6 +49,8 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
         ApiKey.DELETE_GROUPS: group_handlers.delete_groups,
         ApiKey.OFFSET_DELETE: group_handlers.offset_delete,
+        ApiKey.ALTER_CONFIGS: handlers.alter_configs,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: handlers.incremental_alter_configs,
     }
 )
 """API key -> its handler, for every API `rustka.kafka.messages` declares."""

@@ -21,6 +21,8 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rustka import errors
+from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT
+from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEntry
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 
@@ -28,12 +30,9 @@ from rustka.kafka.errors import ErrorCode as E
 _NONE = -1
 _EARLIEST = -2
 _LATEST = -1
-# DescribeConfigs resource types.
+# Config resource types (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs).
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
-# DescribeConfigs v1+ config sources.
-_SOURCE_DEFAULT = 5
-_SOURCE_STATIC_BROKER = 4
 
 
 def _message(failure: Failure) -> str:
@@ -301,7 +300,7 @@ def _produced(result: Any, index: int) -> Body:
         "index": index,
         "error_code": 0,
         "base_offset": result.base_offset,
-        "log_append_time_ms": -1,
+        "log_append_time_ms": result.log_append_time,
         "log_start_offset": result.log_start_offset,
         "record_errors": [],
         "error_message": None,
@@ -479,49 +478,46 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
     return defer.ensureDeferred(answer())
 
 
-# -- CreateTopics (19), DeleteTopics (20), DescribeConfigs (32) ------------------
-
-
-def broker_topic_configs(broker: Any) -> dict[str, str]:
-    """The settings every topic has, in Kafka's names (docs/kafka.md, "Topic configs")."""
-    return broker.default_topic_configs()
+# -- CreateTopics (19), DeleteTopics (20) -----------------------------------------
 
 
 def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    """Kafka's CreateTopics: each topic with its partitions (or a replica assignment that
+    names only this broker) and its own configs, checked and stored (docs/kafka.md,
+    "Topic configs"); ``validate_only`` runs every check and creates nothing."""
     broker = ctx.broker
     validate_only = body.get("validate_only", False)
-    current = broker_topic_configs(broker)
+    names = [t["name"] for t in body["topics"]]
 
     async def one(topic: Body) -> Body:
         name = topic["name"]
+        if names.count(name) > 1:
+            return _created(name, E.INVALID_REQUEST, "Duplicate topic name.")
         count = topic.get("num_partitions", -1)
         replication = topic.get("replication_factor", -1)
-        if count == -1:
-            count = ctx.factory.config.default_partitions
-        if replication not in (-1, 1):
+        assignments = topic.get("assignments") or []
+        if assignments:
+            refusal = _assignment_refusal(assignments, count, replication)
+            if refusal is not None:
+                return _created(name, *refusal)
+            count = len(assignments)
+        elif replication < -1 or replication == 0:
+            return _created(
+                name,
+                E.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        elif replication > 1:
             return _created(
                 name,
                 E.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication}: this broker is a single node",
             )
-        if topic.get("assignments"):
-            return _created(name, E.INVALID_REQUEST, "manual replica assignment is not supported")
-        for entry in topic.get("configs") or []:
-            key, value = entry["name"], entry["value"]
-            if key not in current:
-                return _created(name, E.INVALID_CONFIG, f"unknown or unsupported config {key}")
-            if value != current[key]:
-                return _created(
-                    name,
-                    E.INVALID_CONFIG,
-                    f"{key}={value}: per-topic overrides are not supported; "
-                    f"the broker-wide value is {current[key]}",
-                )
+        if count == -1:
+            count = ctx.factory.config.default_partitions
+        configs = {entry["name"]: entry["value"] for entry in topic.get("configs") or []}
         try:
-            if validate_only:
-                _validate_new_topic(broker, name, count)
-            else:
-                await broker.create_topic(name, count)
+            await broker.create_topic(name, count, configs, validate_only=validate_only)
         except Exception as exc:
             return _created(name, error_code(exc), str(exc))
         return _created(name, 0, None)
@@ -533,15 +529,58 @@ def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     return defer.ensureDeferred(answer())
 
 
-def _validate_new_topic(broker: Any, name: str, count: int) -> None:
-    """CreateTopics' validate_only: every check creation makes, and no change."""
-    from rustka.names import validate_topic
-    from rustka.storage.topic import check_partition_count
+# This broker's node id, as Metadata names it.
+_NODE_ID = 0
 
-    validate_topic(name)
-    check_partition_count(count)
-    if name in {t.name for t in broker.topics_snapshot()}:
-        raise errors.TopicExists(f"topic {name!r} already exists")
+
+def _assignment_refusal(
+    assignments: list[Body], count: int, replication: int
+) -> tuple[int, str] | None:
+    """What Kafka's controller refuses in a manual replica assignment, on a one-node cluster:
+    each partition's replicas may only be this broker, once (replication factor 1)."""
+    if replication != -1:
+        return (
+            E.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not "
+            "set to -1.",
+        )
+    if count != -1:
+        return (
+            E.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    seen: set[int] = set()
+    for assignment in assignments:
+        index, replicas = assignment["partition_index"], list(assignment["broker_ids"])
+        if index in seen:
+            return (
+                E.INVALID_REPLICA_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {index}",
+            )
+        seen.add(index)
+        if not replicas:
+            return (
+                E.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        for broker_id in replicas:
+            if broker_id != _NODE_ID:
+                return (
+                    E.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker_id}, but no "
+                    f"such broker is registered.",
+                )
+        if len(replicas) > 1:
+            return (
+                E.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {_NODE_ID} more than once.",
+            )
+    if seen != set(range(len(seen))):
+        return (
+            E.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return None
 
 
 def _created(name: str, code: int, message: str | None) -> Body:
@@ -568,8 +607,7 @@ def create_partitions(ctx: RequestContext, version: int, body: Body) -> defer.De
             return result(
                 name,
                 E.INVALID_PARTITIONS,
-                f"topic {name} has {current} partitions; the new count must be higher, "
-                f"got {count}",
+                f"topic {name} has {current} partitions; the new count must be higher, got {count}",
             )
         assignments = topic["assignments"]
         if assignments is not None:
@@ -613,45 +651,70 @@ def delete_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     return defer.ensureDeferred(answer())
 
 
+# -- DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) ------------
+
+# Config sources of DescribeConfigs v1+ (Kafka's DescribeConfigsResponse.ConfigSource).
+_SOURCES = {SOURCE_TOPIC: 1, SOURCE_BROKER: 4, SOURCE_DEFAULT: 5}
+# IncrementalAlterConfigs' config_operation (Kafka's AlterConfigOp.OpType).
+_OPERATIONS = {0: SET, 1: DELETE, 2: APPEND, 3: SUBTRACT}
+
+
 def describe_configs(ctx: RequestContext, version: int, body: Body) -> Body:
+    """Every config of a topic (its own, the broker's defaults and Kafka's) or of the broker,
+    with its source and, when asked, its synonyms (docs/kafka.md, "Topic configs")."""
     broker = ctx.broker
-    configs = broker_topic_configs(broker)
-    counts = {t.name for t in broker.topics_snapshot()}
+    synonyms = version >= 1 and bool(body.get("include_synonyms"))
     results: list[Body] = []
     for res in body["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
         keys = res.get("configuration_keys")
-        if rtype == _TOPIC_RESOURCE and rname not in counts:
-            results.append(
-                _config_result(
-                    rtype, rname, E.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {rname}", []
-                )
-            )
+        try:
+            if rtype == _TOPIC_RESOURCE:
+                entries = broker.topic_configs(rname)
+            elif rtype == _BROKER_RESOURCE:
+                _check_broker_name(rname)
+                entries = broker.broker_configs()
+            else:
+                raise errors.InvalidRequest(f"Unsupported resource type: {rtype}")
+        except Exception as exc:
+            results.append(_config_result(rtype, rname, error_code(exc), str(exc), []))
             continue
-        if rtype not in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
-            results.append(
-                _config_result(
-                    rtype, rname, E.INVALID_REQUEST, f"resource type {rtype} is not supported", []
-                )
-            )
-            continue
-        entries = [
-            {
-                "name": key,
-                "value": value,
-                "read_only": rtype == _BROKER_RESOURCE,
-                "is_default": key == "cleanup.policy",
-                "config_source": _SOURCE_DEFAULT
-                if key == "cleanup.policy"
-                else _SOURCE_STATIC_BROKER,
-                "is_sensitive": False,
-                "synonyms": [],
-            }
-            for key, value in configs.items()
-            if keys is None or key in keys
+        configs = [
+            _config_entry(entry, version, synonyms)
+            for entry in entries
+            if keys is None or entry.name in keys
         ]
-        results.append(_config_result(rtype, rname, 0, None, entries))
+        results.append(_config_result(rtype, rname, 0, None, configs))
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _config_entry(entry: ConfigEntry, version: int, synonyms: bool) -> Body:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "is_default": entry.source == SOURCE_DEFAULT,
+        "config_source": _SOURCES[entry.source],
+        "is_sensitive": False,
+        "synonyms": [
+            {"name": name, "value": value, "source": _SOURCES[source]}
+            for name, value, source in entry.synonyms
+        ]
+        if synonyms
+        else [],
+    }
+
+
+def _check_broker_name(name: str) -> None:
+    """Kafka's rule for a broker resource: empty (the cluster default) or this broker's id."""
+    if name == "":
+        return
+    if not name.lstrip("-").isdigit():
+        raise errors.InvalidRequest(f"Broker id must be an integer, but it is: {name}")
+    if int(name) != _NODE_ID:
+        raise errors.InvalidRequest(
+            f"Unexpected broker id, expected {_NODE_ID} or empty string, but received {name}"
+        )
 
 
 def _config_result(
@@ -663,4 +726,80 @@ def _config_result(
         "resource_type": rtype,
         "resource_name": rname,
         "configs": configs,
+    }
+
+
+def alter_configs(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    """Kafka's AlterConfigs: a topic's own configs become exactly those given."""
+    ops = [[(c["name"], SET, c["value"]) for c in res["configs"]] for res in body["resources"]]
+    return _alter(ctx, body, ops, replace=True)
+
+
+def incremental_alter_configs(
+    ctx: RequestContext, version: int, body: Body
+) -> defer.Deferred[Body]:
+    """Kafka's IncrementalAlterConfigs: SET, DELETE, APPEND or SUBTRACT one config at a time."""
+    ops = [
+        [(c["name"], _OPERATIONS.get(c["config_operation"]), c["value"]) for c in res["configs"]]
+        for res in body["resources"]
+    ]
+    return _alter(ctx, body, ops, replace=False)
+
+
+def _alter(
+    ctx: RequestContext, body: Body, ops: list[list[Any]], *, replace: bool
+) -> defer.Deferred[Body]:
+    broker = ctx.broker
+    validate_only = bool(body.get("validate_only"))
+    resources = body["resources"]
+    ids = [(r["resource_type"], r["resource_name"]) for r in resources]
+
+    async def one(res: Body, changes: list[Any]) -> Body:
+        rtype, rname = res["resource_type"], res["resource_name"]
+
+        def refused(code: int, message: str) -> Body:
+            return _altered(rtype, rname, code, message)
+
+        if ids.count((rtype, rname)) > 1:
+            return refused(E.INVALID_REQUEST, "Each resource must appear at most once.")
+        keys = [key for key, _, _ in changes]
+        if len(set(keys)) != len(keys):
+            return refused(E.INVALID_REQUEST, "Error due to duplicate config keys")
+        for key, op, _ in changes:
+            if op is None:
+                return refused(E.INVALID_REQUEST, f"Unknown operations type for {key}")
+        nulls = [key for key, op, value in changes if value is None and op != DELETE]
+        if nulls:
+            return refused(E.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+        try:
+            if rtype == _TOPIC_RESOURCE:
+                await broker.alter_topic_configs(
+                    rname, changes, replace=replace, validate_only=validate_only
+                )
+            elif rtype == _BROKER_RESOURCE:
+                _check_broker_name(rname)
+                if changes:
+                    raise errors.InvalidRequest(
+                        f"broker settings are read-only at run time ({', '.join(keys)}): "
+                        f"set them in rustka.toml or as flags, and restart"
+                    )
+            else:
+                raise errors.InvalidRequest(f"Unsupported resource type: {rtype}")
+        except Exception as exc:
+            return refused(error_code(exc), str(exc))
+        return _altered(rtype, rname, 0, None)
+
+    async def answer() -> Body:
+        responses = [await one(res, c) for res, c in zip(resources, ops, strict=True)]
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    return defer.ensureDeferred(answer())
+
+
+def _altered(rtype: int, rname: str, code: int, message: str | None) -> Body:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": rtype,
+        "resource_name": rname,
     }

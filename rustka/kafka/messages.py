@@ -81,6 +81,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    ALTER_CONFIGS = 33
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 def _msg(name: str, *fields: Field) -> Struct:
@@ -418,6 +420,66 @@ DESCRIBE_CONFIGS_RESPONSE = _msg(
                     ),
                 ],
             ),
+        ],
+    ),
+)
+
+# --- AlterConfigs (33), IncrementalAlterConfigs (44) -----------------------------------
+
+ALTER_CONFIGS_REQUEST = _msg(
+    "AlterConfigsRequest",
+    F(
+        "resources",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", [F("name", STRING), F("value", STRING, nullable="0+")]),
+        ],
+    ),
+    F("validate_only", BOOL),
+)
+ALTER_CONFIGS_RESPONSE = _msg(
+    "AlterConfigsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "responses",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+        ],
+    ),
+)
+INCREMENTAL_ALTER_CONFIGS_REQUEST = _msg(
+    "IncrementalAlterConfigsRequest",
+    F(
+        "resources",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F(
+                "configs",
+                [
+                    F("name", STRING),
+                    F("config_operation", INT8),
+                    F("value", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+    F("validate_only", BOOL),
+)
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = _msg(
+    "IncrementalAlterConfigsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "responses",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
         ],
     ),
 )
@@ -859,6 +921,23 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             None,
             OFFSET_DELETE_REQUEST,
             OFFSET_DELETE_RESPONSE,
+        ),
+        # Topic configs (docs/kafka.md, "Topic configs"): the non-flexible versions.
+        _api(
+            ApiKey.ALTER_CONFIGS,
+            "AlterConfigs",
+            (0, 1),
+            2,
+            ALTER_CONFIGS_REQUEST,
+            ALTER_CONFIGS_RESPONSE,
+        ),
+        _api(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            "IncrementalAlterConfigs",
+            (0, 0),
+            1,
+            INCREMENTAL_ALTER_CONFIGS_REQUEST,
+            INCREMENTAL_ALTER_CONFIGS_RESPONSE,
         ),
     ]
 )

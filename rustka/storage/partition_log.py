@@ -71,12 +71,14 @@ from rustka.storage.log_files import (
     encode_recovery_point,
     segment_file_name,
 )
+from rustka.storage.offset_index import INDEX_ENTRY_SIZE
 from rustka.storage.producer_state import (
     BatchMetadata,
     PendingProducerState,
     ProducerStateManager,
 )
 from rustka.storage.segment import MAX_RELATIVE_OFFSET, MAX_SEGMENT_SIZE, Segment
+from rustka.storage.time_index import TIME_INDEX_ENTRY_SIZE
 
 __all__ = ["AppendInfo", "PartitionLog", "SegmentsChanged"]
 
@@ -408,12 +410,19 @@ class PartitionLog:
     def _should_roll(
         self, active: Segment, pending: int, length: int, last_offset: int, now: int
     ) -> bool:
-        """Roll before a payload if the active segment is full, old, or out of index range."""
+        """Roll before a payload if the active segment or one of its indexes is full (Kafka's
+        segment.bytes, segment.index.bytes), it is old, or out of index range."""
         size = active.size + pending
         if size == 0:
             return False
         config = self.config
         if size >= config.segment_bytes or size + length > MAX_SEGMENT_SIZE:
+            return True
+        index_bytes = config.segment_index_bytes
+        if (
+            active.index_entries >= index_bytes // INDEX_ENTRY_SIZE
+            or len(active.time_index) >= index_bytes // TIME_INDEX_ENTRY_SIZE
+        ):
             return True
         if last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
             return True
@@ -951,11 +960,14 @@ class AppendInfo(tuple[int, int]):
     Still a 2-tuple, so ``first, last = info`` keeps working. ``duplicate``:
     a retried idempotent batch, not stored again, answered with its original
     offsets. ``error``: the payload was refused (offsets -1) and nothing of it
-    was stored, e.g. OutOfOrderSequence or ProducerFenced.
+    was stored, e.g. OutOfOrderSequence or ProducerFenced. ``log_append_time``:
+    the time a LogAppendTime topic stamped the payload's batches with, else -1
+    (set by the produce path, which stamps them).
     """
 
     duplicate: bool
     error: RustkaError | None
+    log_append_time: int
 
     def __new__(
         cls, first: int, last: int, *, duplicate: bool = False, error: RustkaError | None = None
@@ -963,6 +975,7 @@ class AppendInfo(tuple[int, int]):
         info = super().__new__(cls, (first, last))
         info.duplicate = duplicate
         info.error = error
+        info.log_append_time = -1
         return info
 
     @property

@@ -10,13 +10,24 @@ import pytest_twisted
 from twisted.internet import defer
 
 from rustka.broker.coordinator import GroupCoordinator, JoinRequest
-from rustka.broker.core import EARLIEST, LATEST, AppendResult, Broker, OffsetAtTime
+from rustka.broker.core import (
+    APPEND,
+    DELETE,
+    EARLIEST,
+    LATEST,
+    SET,
+    SUBTRACT,
+    AppendResult,
+    Broker,
+    OffsetAtTime,
+)
 from rustka.broker.groups import GroupErrorCode, JoinResult
 from rustka.broker.lanes import IOPool
-from rustka.config import Config
+from rustka.config import SOURCE_DEFAULT, SOURCE_TOPIC, Config
 from rustka.errors import (
     BrokerUnavailable,
     InvalidBatch,
+    InvalidConfig,
     InvalidRequest,
     OffsetOutOfRange,
     RecordTooLarge,
@@ -79,10 +90,11 @@ async def test_append_refuses_bad_batches_and_stores_nothing(broker: RunningBrok
     corrupt = bytearray(good)
     corrupt[-1] ^= 0xFF
     await fails_with(core.append("v", 0, good + bytes(corrupt), auto_create=False), InvalidBatch)
-    core.max_batch_bytes = len(good) - 1
-    error = await fails_with(core.append("v", 0, good, auto_create=False), RecordTooLarge)
+    limit = {"max.message.bytes": str(len(good) - 1)}
+    await within(core.create_topic("w", 1, limit))
+    error = await fails_with(core.append("w", 0, good, auto_create=False), RecordTooLarge)
     assert f"limit of {len(good) - 1} bytes" in str(error)
-    assert core.bounds("v", 0) == (0, 0)
+    assert core.bounds("v", 0) == (0, 0) == core.bounds("w", 0)
 
 
 @pytest_twisted.ensureDeferred
@@ -169,12 +181,12 @@ async def test_topic_admin(broker: RunningBroker) -> None:
     core = broker.broker
     info = await within(core.create_topic("adm", 2, {"cleanup.policy": "delete"}))
     assert (info.name, len(info.partitions)) == ("adm", 2)
-    assert info.configs["cleanup.policy"] == "delete"
-    assert info.configs["segment.bytes"] == str(broker.config.segment_bytes)
+    assert info.configs == {"cleanup.policy": "delete"}
     await fails_with(core.create_topic("adm", 2), TopicExists)
-    await fails_with(core.create_topic("x", 1, {"retention.ms": "1"}), InvalidRequest)
-    await fails_with(core.create_topic("y", 1, {"compression.type": "lz4"}), InvalidRequest)
-    assert "x" not in core.topics
+    error = await fails_with(core.create_topic("x", 1, {"retention.ms": "x"}), InvalidConfig)
+    assert "retention.ms" in str(error)
+    await fails_with(core.create_topic("y", 1, {"dummy.doesntexist": "1"}), InvalidConfig)
+    assert "x" not in core.topics and "y" not in core.topics
     grown = await within(core.alter_topic("adm", 4))
     assert len(grown.partitions) == 4
     await within(core.append("adm", 3, batch(b"v"), auto_create=False))
@@ -343,6 +355,158 @@ def test_producer_ids_only_grow_and_start_from_the_clock(tmp_path: Any) -> None:
     ids = [core.new_producer_id() for _ in range(5000)]
     assert ids[0] >= before
     assert ids == sorted(set(ids))
+
+
+# -- topic configs ------------------------------------------------------------------------
+
+
+def configs_of(core: Broker, name: str) -> dict[str, tuple[str | None, str]]:
+    return {e.name: (e.value, e.source) for e in core.topic_configs(name)}
+
+
+@pytest.mark.parametrize("restart", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_a_topics_configs_are_stored_reported_and_survive_a_restart(
+    broker_factory: Any, restart: bool
+) -> None:
+    running = await broker_factory()
+    core = running.broker
+    try:
+        created = await within(
+            core.create_topic("t", 2, {"cleanup.policy": "compact, delete", "retention.ms": "-1"})
+        )
+        assert created.configs == {"cleanup.policy": "compact,delete", "retention.ms": "-1"}
+        if restart:
+            await running.stop()
+            running = await broker_factory()
+            core = running.broker
+        configs = configs_of(core, "t")
+        assert configs["cleanup.policy"] == ("compact,delete", SOURCE_TOPIC)
+        assert configs["retention.ms"] == ("-1", SOURCE_TOPIC)
+        assert configs["segment.bytes"] == ("1073741824", SOURCE_DEFAULT)
+        assert len(configs) == 36
+        [log0, log1] = core.topic("t").partitions
+        assert log0.config.compact and log0.config.delete and log1.config.retention_ms is None
+        assert core.topics_snapshot(["t"])[0].configs == created.configs
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_create_topic_validate_only_checks_everything_and_creates_nothing(
+    broker: RunningBroker,
+) -> None:
+    core = broker.broker
+    info = await within(core.create_topic("v", 3, {"segment.ms": "100"}, validate_only=True))
+    assert info.configs == {"segment.ms": "100"}
+    assert "v" not in core.topics
+    await fails_with(
+        core.create_topic("v", 1, {"segment.bytes": "1"}, validate_only=True), InvalidConfig
+    )
+    await within(core.create_topic("v", 1))
+    await fails_with(core.create_topic("v", 1, validate_only=True), TopicExists)
+
+
+@pytest_twisted.ensureDeferred
+async def test_alter_topic_configs_set_delete_append_and_subtract(broker: RunningBroker) -> None:
+    core = broker.broker
+    await within(core.create_topic("a", 1, {"retention.ms": "1000"}))
+    got = await within(
+        core.alter_topic_configs(
+            "a", [("segment.bytes", SET, "500"), ("cleanup.policy", APPEND, "compact")]
+        )
+    )
+    assert got == {
+        "retention.ms": "1000",
+        "segment.bytes": "500",
+        "cleanup.policy": "delete,compact",
+    }
+    log = core.partition("a", 0)
+    assert (log.config.segment_bytes, log.config.compact) == (500, True)
+    got = await within(
+        core.alter_topic_configs(
+            "a", [("cleanup.policy", SUBTRACT, "delete"), ("retention.ms", DELETE, None)]
+        )
+    )
+    assert got == {"segment.bytes": "500", "cleanup.policy": "compact"}
+    assert log.config.retention_ms == broker.config.retention_ms and not log.config.delete
+    checked = await within(
+        core.alter_topic_configs("a", [("segment.bytes", SET, "900")], validate_only=True)
+    )
+    assert checked["segment.bytes"] == "900" and log.config.segment_bytes == 500
+    replaced = await within(
+        core.alter_topic_configs("a", [("min.insync.replicas", SET, "2")], replace=True)
+    )
+    assert replaced == {"min.insync.replicas": "2"}
+    assert log.config == broker.config.log_config()
+    assert configs_of(core, "a")["min.insync.replicas"] == ("2", SOURCE_TOPIC)
+
+
+@pytest.mark.parametrize(
+    ("ops", "message"),
+    [
+        ([("nope", SET, "1")], "Unknown topic config name: nope"),
+        ([("retention.ms", SET, "soon")], "Invalid value soon for configuration retention.ms"),
+        ([("retention.ms", APPEND, "5")], "Can't APPEND to key retention.ms because its type"),
+        ([("cleanup.policy", APPEND, "forever")], "configuration cleanup.policy: String must"),
+        ([("retention.ms", SET, None)], "Null value not supported for topic configs"),
+    ],
+)
+@pytest_twisted.ensureDeferred
+async def test_a_refused_alter_names_the_config_and_changes_nothing(
+    broker: RunningBroker, ops: list[Any], message: str
+) -> None:
+    core = broker.broker
+    await within(core.create_topic("b", 1, {"retention.ms": "1000"}))
+    error = await fails_with(core.alter_topic_configs("b", ops), InvalidConfig)
+    assert message in str(error)
+    assert core.topic("b").overrides == {"retention.ms": "1000"}
+    assert core.partition("b", 0).config.retention_ms == 1000
+    await fails_with(core.alter_topic_configs("b", [("x", "merge", "1")]), InvalidRequest)
+    await fails_with(core.alter_topic_configs("zz", [("x", SET, "1")]), UnknownTopic)
+
+
+@pytest_twisted.ensureDeferred
+async def test_retention_of_one_topic_deletes_only_there(broker_factory: Any) -> None:
+    running = await broker_factory(segment_bytes=200)
+    core = running.broker
+    try:
+        await within(core.create_topic("short", 1, {"retention.ms": "0"}))
+        await within(core.create_topic("long", 1))
+        old = ms_now() - 60_000
+        for name in ("short", "long"):
+            for i in range(4):
+                await within(
+                    core.append(name, 0, batch(b"v" * 150, timestamp=old + i), auto_create=False)
+                )
+        assert (
+            len(core.partition("short", 0).segments) == len(core.partition("long", 0).segments) == 4
+        )
+        await within(core.enforce_retention())
+        assert core.bounds("short", 0)[0] == 3
+        assert core.bounds("long", 0) == (0, 4)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_max_message_bytes_and_log_append_time_apply_to_their_topic_only(
+    broker: RunningBroker,
+) -> None:
+    core = broker.broker
+    await within(core.create_topic("small", 1, {"max.message.bytes": "100"}))
+    await within(core.create_topic("stamped", 1, {"message.timestamp.type": "LogAppendTime"}))
+    await within(core.create_topic("plain", 1))
+    big = batch(b"x" * 200, timestamp=1000)
+    await fails_with(core.append("small", 0, big, auto_create=False), RecordTooLarge)
+    assert (await within(core.append("plain", 0, big, auto_create=False))).log_append_time == -1
+    before = ms_now()
+    stored = await within(core.append("stamped", 0, big, auto_create=False))
+    assert before <= stored.log_append_time <= ms_now()
+    [(_, header)] = scan_batches((await within(core.read("stamped", 0, 0, 10_000))).chunks[0])[0]
+    assert header.attributes & 0x08 and header.max_timestamp == stored.log_append_time
+    [(_, plain)] = scan_batches((await within(core.read("plain", 0, 0, 10_000))).chunks[0])[0]
+    assert not plain.attributes & 0x08 and plain.max_timestamp == 1000
 
 
 # -- offsets of a deleted topic -----------------------------------------------------------

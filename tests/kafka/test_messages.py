@@ -93,6 +93,9 @@ EXPECTED_TABLE = {
     37: ("CreatePartitions", 0, 1, 2),
     42: ("DeleteGroups", 0, 1, 2),
     47: ("OffsetDelete", 0, 0, None),
+    # Topic configs (docs/kafka.md, "Topic configs").
+    33: ("AlterConfigs", 0, 1, 2),
+    44: ("IncrementalAlterConfigs", 0, 0, 1),
 }
 
 
@@ -234,6 +237,14 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (32, 2, {"resources": [{"resource_type": 2, "resource_name": "t",
                             "configuration_keys": ["a"]}], "include_synonyms": True},
      "00000001 02 " + TOPIC_T + " 00000001 0001 61 01"),
+    # AlterConfigs, IncrementalAlterConfigs
+    (33, 0, {"resources": [{"resource_type": 2, "resource_name": "t",
+                            "configs": [{"name": "a", "value": None}]}], "validate_only": True},
+     "00000001 02 " + TOPIC_T + " 00000001 0001 61 ffff 01"),  # null value
+    (33, 1, {"resources": [], "validate_only": False}, "00000000 00"),
+    (44, 0, {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+        {"name": "a", "config_operation": 2, "value": "x"}]}], "validate_only": False},
+     "00000001 02 " + TOPIC_T + " 00000001 0001 61 02 0001 78 00"),  # APPEND "x"
     # CreatePartitions, DeleteGroups, OffsetDelete
     (37, 0, {"topics": [{"name": "t", "count": 3, "assignments": None}], "timeout_ms": 1000,
              "validate_only": True},
@@ -433,6 +444,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
          "synonyms": [{"name": "k", "value": None, "source": 5}]}]}]},
      "00000000 00000001 0000 ffff 02 " + TOPIC_T
      + " 00000001 0001 6b 0001 76 01 05 00 00000001 0001 6b ffff 05"),
+    # AlterConfigs, IncrementalAlterConfigs
+    (33, 0, {"throttle_time_ms": 1, "responses": [{"error_code": 40, "error_message": "m",
+                                                  "resource_type": 2, "resource_name": "t"}]},
+     "00000001 00000001 0028 0001 6d 02 " + TOPIC_T),
+    (33, 1, {"responses": [{"error_code": 0, "error_message": None, "resource_type": 4,
+                            "resource_name": "0"}]},
+     "00000000 00000001 0000 ffff 04 0001 30"),
+    (44, 0, {"responses": [{"error_code": 0, "error_message": None, "resource_type": 2,
+                            "resource_name": "t"}]},
+     "00000000 00000001 0000 ffff 02 " + TOPIC_T),
     # CreatePartitions, DeleteGroups, OffsetDelete
     (37, 0, {"throttle_time_ms": 1, "results": [{"name": "t", "error_code": 37,
                                                 "error_message": "m"}]},

@@ -582,3 +582,26 @@ def test_single_record_read_inside_a_recovery_gap_names_the_next_offset(tmp_path
     assert record is not None and record.offset == following
     assert log.read_record(log.end_offset) is None
     log.close()
+
+
+def test_a_segment_rolls_when_its_index_is_full(tmp_path: Path) -> None:
+    """Kafka's segment.index.bytes: once the offset index holds that many bytes of entries
+    (or the time index does), the next append starts a new segment."""
+    log = PartitionLog.open(
+        tmp_path,
+        config(segment_bytes=1 << 20, index_interval_bytes=1, segment_index_bytes=8 * 3),
+    )
+    try:
+        fill(log, 12)
+        assert len(log.segments) > 1
+        assert all(seg.index_entries <= 3 for seg in log.segments)
+        assert all(len(seg.time_index) <= 3 for seg in log.segments)
+        assert [r.value for r in values_at(log, 11)][-1:] == [b"value-11-0"]
+    finally:
+        log.close()
+    roomy = PartitionLog.open(tmp_path / "roomy", config(segment_bytes=1 << 20))
+    try:
+        fill(roomy, 12)
+        assert len(roomy.segments) == 1
+    finally:
+        roomy.close()
