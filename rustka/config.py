@@ -389,10 +389,11 @@ class Config:
     )
     cleaner_io_max_bytes_per_second: int | None = setting(
         Kind.SIZE,
-        16 * 1024**2,
+        4 * 1024**2,
         "The cleaner's read plus write rate: it pauses between steps to stay under it, which "
-        "also bounds the CPU it takes from produce and fetch. -1: no limit "
-        "(Kafka's log.cleaner.io.max.bytes.per.second).",
+        "also bounds the CPU it takes from produce and fetch (at 4MiB/s produce loses less "
+        "than a fifth of its throughput while a clean runs, docs/performance.md). -1: no "
+        "limit (Kafka's log.cleaner.io.max.bytes.per.second).",
         _CLEANER,
         optional=True,
         minimum=4096,

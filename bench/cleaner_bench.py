@@ -1,0 +1,365 @@
+"""The log cleaner's costs: how fast it cleans, the memory of its key map, and what it takes
+from produce while it runs (docs/performance.md, "Log cleaner").
+
+    .venv/bin/python bench/cleaner_bench.py [--quick] [--rounds N] [--json PATH]
+
+1. Cleaner throughput: a compacted partition log of K1-shaped records (16-byte
+   keys, 100-byte values, 1000-record batches) with 8 versions of each key is
+   cleaned in this process with storage's `Cleaning` and no rate limit; MB of
+   log cleaned per second (the log's size over the round's wall time), with the
+   bytes read and written.
+2. Key map memory: one million 16-byte keys (200,000 with --quick, scaled) put
+   into an `OffsetMap`; what tracemalloc sees (current and peak), next to what
+   the map counts against cleaner_dedupe_buffer_bytes.
+3. K1 with and without the cleaner, in the same run: a `twistd rustka` broker
+   (flush = always, the broker-wide cleanup_policy = "compact") whose data dir
+   holds a dirty partition (the churn topic, written here before the broker
+   starts) runs bench/kafka_driver.py's K1 into a new topic, once with
+   cleaner_enabled = false and once with the cleaner cleaning the churn topic
+   the whole time (its bytes are read from /metrics before and after K1 to
+   show it was), at the default cleaner_io_max_bytes_per_second and with no
+   limit. Rounds alternate the broker variants; the table shows medians and
+   each variant's K1 rate as a ratio of the one without the cleaner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from _common import VALUE, key_for  # noqa: E402
+
+from rustka.config import Config  # noqa: E402
+from rustka.record.batch import Record, encode_batch, ms_now  # noqa: E402
+from rustka.storage.cleaner import Cleaning, OffsetMap, map_entry_bytes  # noqa: E402
+from rustka.storage.log_config import LogConfig  # noqa: E402
+from rustka.storage.partition_log import PartitionLog  # noqa: E402
+
+TWISTD = str(Path(sys.executable).parent / "twistd")
+SEGMENT_BYTES = 16 * 1024 * 1024
+BATCH = 1000
+MB = 1_000_000
+
+
+def churn_log(directory: Path, megabytes: int, keys: int) -> int:
+    """A compacted log of ``megabytes`` of K1-shaped records over ``keys`` keys; its bytes."""
+    config = LogConfig(
+        cleanup_policy="compact", segment_bytes=SEGMENT_BYTES, segment_ms=None, flush="never"
+    )
+    log = PartitionLog.open(directory, config)
+    now = ms_now()
+    i = 0
+    while log.size_bytes < megabytes * MB:
+        records = [Record(key_for((i + j) % keys), VALUE, timestamp=now) for j in range(BATCH)]
+        log.append(encode_batch(records))
+        i += BATCH
+    log.roll()
+    size = log.size_bytes
+    log.close()
+    return size
+
+
+def cleaner_throughput(megabytes: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "churn" / "0"
+        records = megabytes * MB // 130
+        size = churn_log(directory, megabytes, max(1, records // 8))
+        config = LogConfig(
+            cleanup_policy="compact", segment_bytes=SEGMENT_BYTES, segment_ms=None, flush="never"
+        )
+        log = PartitionLog.open(directory, config)
+        cleaning = Cleaning(log, map_bytes=Config().cleaner_dedupe_buffer_bytes, now_ms=ms_now())
+        started = time.perf_counter()
+        cpu = time.process_time()
+        while not cleaning.done:
+            cleaning.step(1 << 20)
+        seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+        stats = cleaning.stats
+        after = log.size_bytes
+        log.close()
+    return {
+        "log_mb": size / MB,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "mb_per_s": size / MB / seconds,
+        "read_mb_per_s": stats.bytes_read / MB / seconds,
+        "written_mb": stats.bytes_written / MB,
+        "kept_mb": after / MB,
+        "keys": stats.keys_mapped,
+        "records": stats.records_read,
+    }
+
+
+def key_map_memory(keys: int) -> dict[str, Any]:
+    tracemalloc.start()
+    offset_map = OffsetMap(1 << 40)
+    for i in range(keys):
+        offset_map.put(key_for(i), 1_000_000 + i)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    scale = 1_000_000 / keys
+    return {
+        "keys": keys,
+        "mb_per_million_keys": current * scale / MB,
+        "peak_mb_per_million_keys": peak * scale / MB,
+        "counted_mb_per_million_keys": offset_map.memory_used * scale / MB,
+        "bound_bytes_per_key": map_entry_bytes(16),
+    }
+
+
+# --------------------------------------------------------------------------- K1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Broker:
+    """``twistd rustka`` on a data dir with a TOML config; stopped by pid."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, Any]) -> None:
+        self.metrics_port = _free_port()
+        config = data_dir.parent / f"{data_dir.name}.toml"
+        lines = [
+            f'data_dir = "{data_dir}"',
+            'listen = ["tcp:0:interface=127.0.0.1"]',
+            f'metrics = "tcp:{self.metrics_port}:interface=127.0.0.1"',
+        ]
+        for key, value in settings.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        config.write_text("\n".join(lines) + "\n")
+        self.log = data_dir.parent / f"{data_dir.name}.log"
+        out = self.log.open("wb")
+        self.proc = subprocess.Popen(
+            [TWISTD, "--nodaemon", "--pidfile=", "rustka", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        out.close()
+        pattern = re.compile(r"rustka.*listening on .*port=(\d+)")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            text = self.log.read_text(errors="replace")
+            ports = [int(p) for p in pattern.findall(text) if int(p) != self.metrics_port]
+            if "storage ready" in text and ports:
+                self.port = ports[-1]
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rustka exited early: {text[-2000:]}")
+            time.sleep(0.1)
+        raise RuntimeError(f"rustka did not start; see {self.log}")
+
+    def metric(self, name: str) -> float:
+        page = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10)
+        for line in page.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def k1(broker: Broker, count: int, topic: str) -> dict[str, Any]:
+    spec = {
+        "workload": "K1",
+        "host": "127.0.0.1",
+        "port": broker.port,
+        "server_pid": broker.proc.pid,
+        "name": topic,
+        "count": count,
+    }
+    done = subprocess.run(
+        [sys.executable, str(HERE / "kafka_driver.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"K1 driver failed: {done.stderr[-2000:]}")
+    result = json.loads(lines[-1])
+    if not result.get("ok", False):
+        raise RuntimeError(f"K1 failed: {result.get('note')}")
+    return result
+
+
+def variants(limits: list[str]) -> dict[str, dict[str, Any]]:
+    """The broker variants: no cleaner, then the cleaner at each rate limit ("default",
+    "none", or a size such as "4MiB")."""
+    out: dict[str, dict[str, Any]] = {"no cleaner": {"cleaner_enabled": False}}
+    for limit in limits:
+        if limit == "default":
+            default = Config().cleaner_io_max_bytes_per_second or 0
+            out[f"cleaner (default, {default / MB:.1f} MB/s)"] = {"cleaner_enabled": True}
+        elif limit == "none":
+            out["cleaner (no limit)"] = {
+                "cleaner_enabled": True,
+                "cleaner_io_max_bytes_per_second": -1,
+            }
+        else:
+            out[f"cleaner ({limit}/s)"] = {
+                "cleaner_enabled": True,
+                "cleaner_io_max_bytes_per_second": limit,
+            }
+    return out
+
+
+def k1_with_and_without(
+    base: Path, churn_mb: int, count: int, rounds: int, limits: list[str]
+) -> dict[str, Any]:
+    pristine = base / "pristine"
+    churn_log(pristine / "churn" / "0", churn_mb, max(1, churn_mb * MB // 130 // 8))
+    common = {
+        "cleanup_policy": "compact",
+        "segment_bytes": SEGMENT_BYTES,
+        "flush": "always",
+        "cleaner_backoff_ms": 50,
+    }
+    chosen = variants(limits)
+    rates: dict[str, list[float]] = {name: [] for name in chosen}
+    cleaned: dict[str, list[float]] = {name: [] for name in chosen}
+    for round_number in range(rounds):
+        for name, settings in chosen.items():
+            data_dir = base / f"data-{round_number}-{len(rates[name])}-{abs(hash(name))}"
+            shutil.copytree(pristine, data_dir)
+            broker = Broker(data_dir, {**common, **settings})
+            try:
+                if settings["cleaner_enabled"]:
+                    # Wait until the cleaner is on the churn topic, so K1 runs beside it.
+                    deadline = time.monotonic() + 60
+                    while broker.metric("rustka_cleaner_bytes_read_total") == 0:
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the cleaner did not start")
+                        time.sleep(0.05)
+                before = broker.metric("rustka_cleaner_bytes_read_total")
+                before += broker.metric("rustka_cleaner_bytes_written_total")
+                rounds_before = broker.metric("rustka_cleaner_rounds_total")
+                started = time.monotonic()
+                try:
+                    result = k1(broker, count, "k1")
+                except RuntimeError as e:
+                    tail = broker.log.read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"{name}: {e}\nbroker log:\n{tail}") from None
+                window = time.monotonic() - started
+                after = broker.metric("rustka_cleaner_bytes_read_total")
+                after += broker.metric("rustka_cleaner_bytes_written_total")
+                rounds_after = broker.metric("rustka_cleaner_rounds_total")
+            finally:
+                broker.stop()
+                shutil.rmtree(data_dir, ignore_errors=True)
+            rate = result["records"] / result["seconds"]
+            rates[name].append(rate)
+            # Over the driver process's whole life (start-up and topic creation too):
+            # the cleaner's rate around K1, which is what the limit bounds.
+            mb_s = (after - before) / MB / window
+            cleaned[name].append(mb_s)
+            if settings["cleaner_enabled"] and rounds_after != rounds_before:
+                print(f"  note: {name}: the churn round ended during K1", file=sys.stderr)
+            print(
+                f"  round {round_number + 1} {name}: K1 {rate / 1000:.1f} K records/s, "
+                f"cleaner read+wrote {mb_s:.1f} MB/s meanwhile",
+                file=sys.stderr,
+            )
+    base_rate = statistics.median(rates["no cleaner"])
+    rows = []
+    for name in chosen:
+        rate = statistics.median(rates[name])
+        rows.append(
+            {
+                "variant": name,
+                "k1_records_per_s": rate,
+                "ratio": rate / base_rate,
+                "cleaner_mb_per_s": statistics.median(cleaned[name]),
+                "runs": rates[name],
+            }
+        )
+    return {
+        "churn_mb": churn_mb,
+        "k1_records": count,
+        "default_limit_bytes_per_s": Config().cleaner_io_max_bytes_per_second,
+        "rows": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes, one round (a few minutes)")
+    ap.add_argument("--rounds", type=int, default=None, help="K1 rounds (default 3, quick 1)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument(
+        "--limits",
+        default="default,none",
+        help='cleaner rate limits to run beside "no cleaner": default, none, or sizes (4MiB)',
+    )
+    args = ap.parse_args(argv)
+    rounds = args.rounds or (1 if args.quick else 3)
+    print("cleaner throughput ...", file=sys.stderr)
+    throughput = cleaner_throughput(20 if args.quick else 100)
+    print("key map memory ...", file=sys.stderr)
+    memory = key_map_memory(200_000 if args.quick else 1_000_000)
+    print("K1 with and without the cleaner ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        produce = k1_with_and_without(
+            Path(tmp),
+            150 if args.quick else 600,
+            100_000 if args.quick else 1_000_000,
+            rounds,
+            args.limits.split(","),
+        )
+    results = {"throughput": throughput, "memory": memory, "k1": produce}
+    t = throughput
+    print(
+        f"\ncleaner: {t['log_mb']:.0f} MB log cleaned in {t['seconds']:.1f} s = "
+        f"{t['mb_per_s']:.1f} MB/s of log ({t['read_mb_per_s']:.1f} MB/s read, "
+        f"{t['written_mb']:.1f} MB written, {t['keys']} keys, cpu {t['cpu_seconds']:.1f} s)"
+    )
+    m = memory
+    print(
+        f"key map: {m['mb_per_million_keys']:.0f} MB per million 16-byte keys "
+        f"(peak {m['peak_mb_per_million_keys']:.0f} MB; counted against the bound: "
+        f"{m['counted_mb_per_million_keys']:.0f} MB, {m['bound_bytes_per_key']} bytes per key)"
+    )
+    print(f"\nK1 ({produce['k1_records']} records) beside a {produce['churn_mb']} MB dirty log:")
+    print(f"{'variant':32} {'K1 K rec/s':>11} {'ratio':>7} {'cleaner r+w MB/s':>17}")
+    for row in produce["rows"]:
+        print(
+            f"{row['variant']:32} {row['k1_records_per_s'] / 1000:11.1f} {row['ratio']:7.2f} "
+            f"{row['cleaner_mb_per_s']:17.1f}"
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
