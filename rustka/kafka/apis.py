@@ -2,7 +2,8 @@
 
 `HANDLERS` is the whole table, written out key by key from `messages.ApiKey`
 (as `rustka.native.handlers` lists its ops): the handlers of
-`rustka.kafka.handlers` and of `rustka.kafka.group_handlers` in one place, so
+`rustka.kafka.handlers`, `rustka.kafka.group_handlers` and
+`rustka.kafka.admin_handlers` in one place, so
 what the front-end serves does not depend on which modules happen to have been
 imported. The front-end advertises exactly these APIs (docs/kafka.md, "APIs
 and versions"); adding one is its declaration in `rustka.kafka.messages`, its
@@ -20,7 +21,7 @@ from typing import Final
 
 from twisted.internet import defer
 
-from rustka.kafka import group_handlers, handlers
+from rustka.kafka import admin_handlers, group_handlers, handlers
 from rustka.kafka.context import Body, Handler, RequestContext
 from rustka.kafka.messages import ApiKey
 
@@ -49,6 +50,7 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
         ApiKey.DELETE_GROUPS: group_handlers.delete_groups,
         ApiKey.OFFSET_DELETE: group_handlers.offset_delete,
+        ApiKey.DESCRIBE_CLUSTER: admin_handlers.describe_cluster,
         ApiKey.ALTER_CONFIGS: handlers.alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: handlers.incremental_alter_configs,
     }

@@ -81,6 +81,7 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
     ALTER_CONFIGS = 33
     INCREMENTAL_ALTER_CONFIGS = 44
 
@@ -764,6 +765,34 @@ OFFSET_DELETE_RESPONSE = _msg(
     ),
 )
 
+# --- DescribeCluster (60) --------------------------------------------------------------
+
+DESCRIBE_CLUSTER_REQUEST = _msg(
+    "DescribeClusterRequest",
+    F("include_cluster_authorized_operations", BOOL),
+    # v1: which listeners to list, 1 brokers' or 2 controllers' (this node has only the first).
+    F("endpoint_type", INT8, "1+", default=1),
+)
+DESCRIBE_CLUSTER_RESPONSE = _msg(
+    "DescribeClusterResponse",
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("endpoint_type", INT8, "1+", default=1),
+    F("cluster_id", STRING),
+    F("controller_id", INT32, default=-1),
+    F(
+        "brokers",
+        [
+            F("broker_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, nullable="0+"),
+        ],
+    ),
+    F("cluster_authorized_operations", INT32, default=INT32_MIN),
+)
+
 # --- The table -------------------------------------------------------------------------
 
 
@@ -921,6 +950,15 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             None,
             OFFSET_DELETE_REQUEST,
             OFFSET_DELETE_RESPONSE,
+        ),
+        # Flexible from v0 (docs/kafka.md, "APIs and versions"); v2's fenced brokers are not.
+        _api(
+            ApiKey.DESCRIBE_CLUSTER,
+            "DescribeCluster",
+            (0, 1),
+            0,
+            DESCRIBE_CLUSTER_REQUEST,
+            DESCRIBE_CLUSTER_RESPONSE,
         ),
         # Topic configs (docs/kafka.md, "Topic configs"): the non-flexible versions.
         _api(

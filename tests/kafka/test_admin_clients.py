@@ -233,3 +233,40 @@ async def test_list_groups_filters_by_state(broker: RunningBroker) -> None:
     assert seen["kp"] == [
         {"group_id": "g-stable", "protocol_type": "consumer", "group_state": "Stable"}
     ]
+
+
+# -- DescribeCluster ----------------------------------------------------------------------
+
+
+def describe_cluster(bootstrap: str) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.describe_cluster(request_timeout=30).result(30)
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        kp_cluster = kp.describe_cluster()  # DescribeCluster itself (librdkafka uses Metadata)
+    finally:
+        kp.close()
+    return {
+        "cluster_id": result.cluster_id,
+        "controller": (result.controller.id, result.controller.host, result.controller.port),
+        "nodes": [(n.id, n.host, n.port, n.rack) for n in result.nodes],
+        "kp": kp_cluster,
+    }
+
+
+@pytest_twisted.ensureDeferred
+async def test_describe_cluster_names_this_node_as_controller_and_only_broker(
+    broker: RunningBroker,
+) -> None:
+    seen = await in_thread(describe_cluster, broker.address)
+    assert seen["cluster_id"] == await within(broker.broker.cluster_id())
+    assert seen["controller"] == (0, "127.0.0.1", broker.port)
+    assert seen["nodes"] == [(0, "127.0.0.1", broker.port, None)]
+    assert seen["kp"]["cluster_id"] == seen["cluster_id"]
+    assert seen["kp"]["controller_id"] == 0
+    assert seen["kp"]["brokers"] == [
+        {"broker_id": 0, "host": "127.0.0.1", "port": broker.port, "rack": None}
+    ]

@@ -93,6 +93,7 @@ EXPECTED_TABLE = {
     37: ("CreatePartitions", 0, 1, 2),
     42: ("DeleteGroups", 0, 1, 2),
     47: ("OffsetDelete", 0, 0, None),
+    60: ("DescribeCluster", 0, 1, 0),
     # Topic configs (docs/kafka.md, "Topic configs").
     33: ("AlterConfigs", 0, 1, 2),
     44: ("IncrementalAlterConfigs", 0, 0, 1),
@@ -107,14 +108,14 @@ def test_apis_table_matches_the_advertised_ranges() -> None:
         assert spec.key == key
 
 
-def test_only_api_versions_and_list_groups_advertise_flexible_versions() -> None:
+def test_the_flexible_versions_are_the_declared_few() -> None:
     flexible = {
         (k, v)
         for k, s in APIS.items()
         for v in range(s.min_version, s.max_version + 1)
         if is_flexible(k, v)
     }
-    assert flexible == {(18, 3), (18, 4), (16, 3), (16, 4)}
+    assert flexible == {(18, 3), (18, 4), (16, 3), (16, 4), (60, 0), (60, 1)}
 
 
 def test_api_versions_table_is_sorted_and_complete() -> None:
@@ -256,6 +257,9 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (42, 1, {"groups_names": []}, "00000000"),
     (47, 0, {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
      "0001 67 00000001 " + TOPIC_T + " 00000001 00000001"),
+    # DescribeCluster (flexible from v0)
+    (60, 0, {"include_cluster_authorized_operations": True}, "01 00"),
+    (60, 1, {"endpoint_type": 2}, "00 02 00"),
     # FindCoordinator
     (10, 0, {"key": "g"}, "0001 67"),
     (10, 2, {"key": "g", "key_type": 1}, "0001 67 01"),
@@ -466,6 +470,13 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (47, 0, {"throttle_time_ms": 2, "topics": [{"name": "t", "partitions": [
         {"partition_index": 1, "error_code": 86}]}]},
      "0000 00000002 00000001 " + TOPIC_T + " 00000001 00000001 0056"),
+    # DescribeCluster (flexible from v0)
+    (60, 0, {"cluster_id": "c", "controller_id": 0, "brokers": [
+        {"broker_id": 0, "host": "h", "port": 9092, "rack": None}]},
+     "00000000 0000 00 02 63 00000000 02 00000000 02 68 00002384 00 00 80000000 00"),
+    (60, 1, {"error_code": 114, "error_message": "m", "endpoint_type": 2, "cluster_id": "",
+             "brokers": []},
+     "00000000 0072 02 6d 02 01 ffffffff 01 80000000 00"),  # controller_id defaults to -1
     # FindCoordinator
     (10, 0, {"node_id": 1, "host": "h", "port": 9092}, "0000 00000001 0001 68 00002384"),
     (10, 1, {"error_code": 15, "node_id": -1, "host": "", "port": -1},
