@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,7 +40,14 @@ from rustka.errors import (
 )
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
-from rustka.native.codec import GroupOffset, LogInfo, TopicLogs, TopicMetadata, Welcome
+from rustka.native.codec import (
+    GroupOffset,
+    LogInfo,
+    TopicConfig,
+    TopicLogs,
+    TopicMetadata,
+    Welcome,
+)
 from rustka.record.batch import Record, decode_records, encode_batch, parse_header
 
 __all__ = [
@@ -423,13 +430,46 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.DescribeLogs(tuple(topics)), done)
 
-    def create_topic(self, topic: str, partitions: int) -> Deferred[int]:
-        """Create a topic; fires with its partition count."""
+    def create_topic(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> Deferred[int]:
+        """Create a topic, with configs of its own (Kafka topic configs) if ``configs``;
+        fires with its partition count. A bad config fails with InvalidConfig naming it."""
 
         def done(response: p.Response) -> int:
             return _expect(response, p.TopicInfo, "CreateTopic").partitions
 
+        if configs:
+            pairs = tuple(p.ConfigValue(k, v) for k, v in configs.items())
+            return self._call(p.CreateTopicWithConfigs(topic, partitions, pairs), done)
         return self._call(p.CreateTopic(topic, partitions), done)
+
+    def alter_topic_configs(
+        self,
+        topic: str,
+        set: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> Deferred[list[TopicConfig]]:
+        """Set and delete some of a topic's own configs (deleted ones go back to the
+        broker's); fires with every config of the topic as it now is (or would be,
+        with ``validate_only``)."""
+
+        def done(response: p.Response) -> list[TopicConfig]:
+            return list(_expect(response, p.TopicConfigs, "AlterTopicConfigs").configs)
+
+        pairs = tuple(p.ConfigValue(k, v) for k, v in (set or {}).items())
+        request = p.AlterTopicConfigs(topic, pairs, tuple(delete), int(validate_only))
+        return self._call(request, done)
+
+    def describe_topic_configs(self, topic: str) -> Deferred[list[TopicConfig]]:
+        """Every config of a topic, by name, with its source (``p.CONFIG_SOURCES``)."""
+
+        def done(response: p.Response) -> list[TopicConfig]:
+            return list(_expect(response, p.TopicConfigs, "DescribeTopicConfigs").configs)
+
+        return self._call(p.DescribeTopicConfigs(topic), done)
 
     def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Raise a topic's partition count; fires with the new count."""
@@ -464,6 +504,10 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
         return self._call(p.DescribeGroup(group), done)
 
 
+_LOG_APPEND_TIME = 0x08
+"""The timestamp-type attribute bit of a batch header."""
+
+
 def _unpack_batches(result: p.Batches, offset: int) -> FetchResult:
     """Decode every batch (CRC-checked), dropping records before ``offset``.
 
@@ -478,7 +522,13 @@ def _unpack_batches(result: p.Batches, offset: int) -> FetchResult:
     with collector_paused():
         while pos < total:
             header = parse_header(data, pos)
-            records.extend(decode_records(data, pos, min_offset=offset))
+            batch = decode_records(data, pos, min_offset=offset)
+            if header.attributes & _LOG_APPEND_TIME:
+                # Every record of a LogAppendTime batch has the broker's stamp, as a
+                # Kafka consumer reads it (docs/kafka.md, "Topic configs").
+                stamp = header.max_timestamp
+                batch = [r._replace(timestamp=stamp) for r in batch]
+            records.extend(batch)
             next_offset = max(next_offset, header.next_offset)
             pos += header.size
     return FetchResult(records, result.log_start, result.high_watermark, next_offset)

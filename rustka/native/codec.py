@@ -40,7 +40,7 @@ from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
 from rustka.record.batch import value_class
 
 PROTOCOL_VERSION = 2
-"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-14)."""
+"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-17)."""
 
 MIN_PROTOCOL_VERSION = 1
 
@@ -96,6 +96,7 @@ class Array:
 
 
 # The annotations a message class uses; each is its Python type plus its wire type.
+UInt8: TypeAlias = Annotated[int, U8]
 UInt16: TypeAlias = Annotated[int, U16]
 UInt32: TypeAlias = Annotated[int, U32]
 UInt64: TypeAlias = Annotated[int, U64]
@@ -647,6 +648,47 @@ class DescribeLogs:
     topics: StrArray = ()
 
 
+@item
+class ConfigValue:
+    """One topic config as a client sets it: a Kafka topic config name and its value."""
+
+    name: Str
+    value: Str
+
+
+ConfigValues: TypeAlias = Annotated[tuple[ConfigValue, ...], Array(ConfigValue)]
+
+
+@request
+class CreateTopicWithConfigs:
+    """Op 15: create a topic with configs of its own (Kafka topic configs)."""
+
+    OP: ClassVar[int] = 15
+    topic: Str
+    partitions: UInt32
+    configs: ConfigValues
+
+
+@request
+class AlterTopicConfigs:
+    """Op 16: set and delete some of a topic's own configs, or (``validate_only`` 1) only
+    check the change."""
+
+    OP: ClassVar[int] = 16
+    topic: Str
+    set: ConfigValues
+    delete: StrArray
+    validate_only: UInt8
+
+
+@request
+class DescribeTopicConfigs:
+    """Op 17: every config of a topic, with where its value comes from."""
+
+    OP: ClassVar[int] = 17
+    topic: Str
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -862,6 +904,29 @@ class LogsDescribed:
     topics: Annotated[tuple[TopicLogs, ...], Array(TopicLogs)]
 
 
+CONFIG_SOURCES: tuple[str, ...] = ("default", "broker", "topic")
+"""``TopicConfig.source`` codes: Kafka's default, a broker setting, the topic's own config."""
+
+
+@item
+class TopicConfig:
+    """One config of a TopicConfigs answer; ``source`` indexes CONFIG_SOURCES."""
+
+    name: Str
+    value: Str
+    source: UInt8
+
+
+@response
+class TopicConfigs:
+    """Tag 18: a topic's configs, by name (the answer to AlterTopicConfigs and
+    DescribeTopicConfigs; after an alter, the configs as they now are)."""
+
+    TAG: ClassVar[int] = 18
+    topic: Str
+    configs: Annotated[tuple[TopicConfig, ...], Array(TopicConfig)]
+
+
 # --------------------------------------------------------------------------- derived tables
 
 SEED_OPS: tuple[int, ...] = (1, 2, 3, 4)
@@ -1009,6 +1074,7 @@ def error_response(request: Request | None, exc: RustkaError) -> Response:
 __all__ = [
     "BATCHES",
     "BYTES",
+    "CONFIG_SOURCES",
     "EXTENSION_OPS",
     "MESSAGES",
     "MIN_PROTOCOL_VERSION",

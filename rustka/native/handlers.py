@@ -21,8 +21,9 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 import rustka
-from rustka.broker.core import AppendResult, Broker, ReadResult, TopicInfo
-from rustka.errors import OffsetOutOfRange
+from rustka.broker.core import DELETE, SET, AppendResult, Broker, ReadResult, TopicInfo
+from rustka.config import ConfigEntry, describe_topic_configs
+from rustka.errors import InvalidRequest, OffsetOutOfRange
 from rustka.native import codec as p
 from rustka.record.batch import Record
 
@@ -59,6 +60,9 @@ class NativeHandler:
             p.DescribeGroup: self._describe_group,
             p.DeleteTopic: self._delete_topic,
             p.DescribeLogs: self._describe_logs,
+            p.CreateTopicWithConfigs: self._create_topic_with_configs,
+            p.AlterTopicConfigs: self._alter_topic_configs,
+            p.DescribeTopicConfigs: self._describe_topic_configs,
         }
 
     # -- entry points ----------------------------------------------------------------
@@ -244,6 +248,31 @@ class NativeHandler:
     def _create_topic(self, req: p.CreateTopic) -> defer.Deferred[p.Response]:
         return self.broker.create_topic(req.topic, req.partitions).addCallback(_topic_info)
 
+    def _create_topic_with_configs(
+        self, req: p.CreateTopicWithConfigs
+    ) -> defer.Deferred[p.Response]:
+        configs = {c.name: c.value for c in req.configs}
+        if len(configs) != len(req.configs):
+            raise InvalidRequest(f"a config is named twice in {[c.name for c in req.configs]}")
+        d = self.broker.create_topic(req.topic, req.partitions, configs)
+        return d.addCallback(_topic_info)
+
+    def _alter_topic_configs(self, req: p.AlterTopicConfigs) -> defer.Deferred[p.Response]:
+        names = [c.name for c in req.set] + list(req.delete)
+        if len(set(names)) != len(names):
+            raise InvalidRequest(f"a config is named twice in {names}")
+        if req.validate_only > 1:
+            raise InvalidRequest(f"validate_only must be 0 or 1, got {req.validate_only}")
+        ops = [(c.name, SET, c.value) for c in req.set] + [(k, DELETE, None) for k in req.delete]
+        d = self.broker.alter_topic_configs(req.topic, ops, validate_only=bool(req.validate_only))
+        config = self.broker.config
+        return d.addCallback(
+            lambda own: _topic_configs(req.topic, describe_topic_configs(config, own))
+        )
+
+    def _describe_topic_configs(self, req: p.DescribeTopicConfigs) -> p.Response:
+        return _topic_configs(req.topic, self.broker.topic_configs(req.topic))
+
     def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
         return self.broker.alter_topic(req.topic, req.partitions).addCallback(_topic_info)
 
@@ -265,6 +294,15 @@ def _batches(result: ReadResult) -> p.Response:
     chunks = result.chunks
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return p.Batches(result.log_start_offset, result.high_watermark, data)
+
+
+def _topic_configs(topic: str, entries: list[ConfigEntry]) -> p.Response:
+    return p.TopicConfigs(
+        topic,
+        tuple(
+            p.TopicConfig(e.name, e.value or "", p.CONFIG_SOURCES.index(e.source)) for e in entries
+        ),
+    )
 
 
 def _topic_info(info: TopicInfo) -> p.Response:

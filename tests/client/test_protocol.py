@@ -35,6 +35,7 @@ from rustka.errors import (
     BrokerUnavailable,
     CorruptBatch,
     InvalidBatch,
+    InvalidConfig,
     InvalidName,
     InvalidPartitionCount,
     InvalidRequest,
@@ -238,7 +239,7 @@ async def test_commit_to_unknown_topic_fails(client: RustkaClientProtocol) -> No
 async def test_hello(client: RustkaClientProtocol) -> None:
     """Hello negotiates version 2 with all ops, or version 1 with the seed ops only."""
     welcome = await within(client.hello())
-    assert welcome.version == 2 and welcome.ops == tuple(range(1, 15))
+    assert welcome.version == 2 and welcome.ops == tuple(range(1, 18))
     assert welcome.broker.startswith("rustka")
     old = await within(client.hello(version=1, client="old-client"))
     assert (old.version, old.ops) == (1, (1, 2, 3, 4))
@@ -621,3 +622,36 @@ async def test_large_response_is_received_whole(scripted: Callable[..., Any]) ->
         assert record.offset == 5 and record.value == value
     finally:
         await within(c.close())
+
+
+@pytest_twisted.ensureDeferred
+async def test_topic_configs(client: RustkaClientProtocol) -> None:
+    """create_topic with configs, alter_topic_configs and describe_topic_configs."""
+    assert await within(client.create_topic("cfg", 1, {"retention.ms": "-1"})) == 1
+    configs = {c.name: c for c in await within(client.describe_topic_configs("cfg"))}
+    assert (configs["retention.ms"].value, p.CONFIG_SOURCES[configs["retention.ms"].source]) == (
+        "-1",
+        "topic",
+    )
+    after = await within(
+        client.alter_topic_configs("cfg", {"cleanup.policy": "compact"}, ["retention.ms"])
+    )
+    own = {c.name: c.value for c in after if p.CONFIG_SOURCES[c.source] == "topic"}
+    assert own == {"cleanup.policy": "compact"}
+    exc = await failure_of(client.alter_topic_configs("cfg", {"cleanup.policy": "x"}))
+    assert type(exc) is InvalidConfig and "cleanup.policy" in str(exc)
+    exc = await failure_of(client.create_topic("cfg2", 1, {"retention.ms": "never"}))
+    assert type(exc) is InvalidConfig
+
+
+@pytest_twisted.ensureDeferred
+async def test_fetched_records_of_a_log_append_time_topic_read_as_the_brokers_time(
+    client: RustkaClientProtocol,
+) -> None:
+    """As a Kafka consumer reads them: every record has the batch's maxTimestamp."""
+    await within(client.create_topic("stamped", 1, {"message.timestamp.type": "LogAppendTime"}))
+    batch = encode_batch([Record(b"k", b"a", timestamp=5), Record(b"k", b"b", timestamp=6)])
+    await within(client.produce_batch("stamped", 0, batch))
+    fetched = await within(client.fetch_batch("stamped", 0, 0))
+    stamps = {r.timestamp for r in fetched.records}
+    assert len(stamps) == 1 and stamps.pop() > 1_000_000_000_000  # type: ignore[operator]

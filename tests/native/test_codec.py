@@ -27,14 +27,18 @@ from rustka.native.codec import (
     PROTOCOL_VERSION,
     SEED_OPS,
     AlterTopic,
+    AlterTopicConfigs,
     Batches,
     BatchProduced,
     Commit,
     CommitOk,
+    ConfigValue,
     CreateTopic,
+    CreateTopicWithConfigs,
     DeleteTopic,
     DescribeGroup,
     DescribeLogs,
+    DescribeTopicConfigs,
     Error,
     Failure,
     Fetch,
@@ -57,6 +61,8 @@ from rustka.native.codec import (
     Produce,
     ProduceBatch,
     Produced,
+    TopicConfig,
+    TopicConfigs,
     TopicDeleted,
     TopicInfo,
     TopicLogs,
@@ -177,6 +183,33 @@ REQUESTS = [
         (("op", "0e"), ("topics", "00000001"), ("topics[0]", ORDERS)),
         flat=False,
     ),
+    Vector(
+        CreateTopicWithConfigs("events", 6, (ConfigValue("cleanup.policy", "compact"),)),
+        (
+            ("op", "0f"),
+            ("topic", EVENTS),
+            ("partitions", "00000006"),
+            ("configs", "00000001"),
+            ("configs[0].name", "0000000e 636c65616e75702e706f6c696379"),
+            ("configs[0].value", "00000007 636f6d70616374"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        AlterTopicConfigs("events", (ConfigValue("retention.ms", "-1"),), ("segment.bytes",), 0),
+        (
+            ("op", "10"),
+            ("topic", EVENTS),
+            ("set", "00000001"),
+            ("set[0].name", "0000000c 726574656e74696f6e2e6d73"),
+            ("set[0].value", "00000002 2d31"),
+            ("delete", "00000001"),
+            ("delete[0]", "0000000d 7365676d656e742e6279746573"),
+            ("validate_only", "00"),
+        ),
+        flat=False,
+    ),
+    Vector(DescribeTopicConfigs("events"), (("op", "11"), ("topic", EVENTS))),
 ]
 
 RESPONSES = [
@@ -196,12 +229,12 @@ RESPONSES = [
     Vector(CommitOk(), (("tag", "05"),)),
     Vector(Offset(5), (("tag", "06"), ("offset", "0000000000000005"))),
     Vector(
-        Welcome(2, "rustka 0.1.0", tuple(range(1, 15))),
+        Welcome(2, "rustka 0.1.0", tuple(range(1, 18))),
         (
             ("tag", "07"),
             ("version", "00000002"),
             ("broker", "0000000c 727573746b6120302e312e30"),
-            ("ops", "0000000e 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e"),
+            ("ops", "00000011 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10 11"),
         ),
         flat=False,
     ),
@@ -289,6 +322,27 @@ RESPONSES = [
     ),
     Vector(TopicDeleted("events"), (("tag", "10"), ("topic", EVENTS))),
     Vector(
+        TopicConfigs(
+            "events",
+            (
+                TopicConfig("cleanup.policy", "compact", 2),
+                TopicConfig("retention.ms", "604800000", 0),
+            ),
+        ),
+        (
+            ("tag", "12"),
+            ("topic", EVENTS),
+            ("configs", "00000002"),
+            ("configs[0].name", "0000000e 636c65616e75702e706f6c696379"),
+            ("configs[0].value", "00000007 636f6d70616374"),
+            ("configs[0].source", "02"),
+            ("configs[1].name", "0000000c 726574656e74696f6e2e6d73"),
+            ("configs[1].value", "00000009 363034383030303030"),
+            ("configs[1].source", "00"),
+        ),
+        flat=False,
+    ),
+    Vector(
         LogsDescribed(
             (
                 TopicLogs(
@@ -365,16 +419,16 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
-    """The vector tables exercise all 14 ops and all 17 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 15))
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 18))
+    """The vector tables exercise all 17 ops and all 18 tags."""
+    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 18))
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 19))
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-14."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-17."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == tuple(range(5, 15))
+    assert tuple(EXTENSION_OPS) == tuple(range(5, 18))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -389,7 +443,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == set(range(1, 15))
+    assert {payload[0] for payload in examples} == set(range(1, 18))
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -398,7 +452,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == set(range(1, 18))
+    assert {payload[0] for payload in examples} == set(range(1, 19))
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -433,6 +487,9 @@ ROUND_TRIP_REQUESTS = [
     DescribeGroup(""),
     DeleteTopic("t\u00e9"),
     DescribeLogs(()),
+    CreateTopicWithConfigs("t", 1, ()),
+    AlterTopicConfigs("t", (ConfigValue("a", ""), ConfigValue("\u00e9", "x" * 300)), ("b",), 1),
+    DescribeTopicConfigs(""),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -459,6 +516,8 @@ ROUND_TRIP_RESPONSES = [
     TopicDeleted(""),
     LogsDescribed(()),
     LogsDescribed((TopicLogs("a", "", ()), TopicLogs("b", "delete", (LogInfo(*range(9), "x"),)))),
+    TopicConfigs("t", ()),
+    TopicConfigs("t", (TopicConfig("a", "", 0), TopicConfig("b", "c", 255))),
 ]
 
 
@@ -549,16 +608,16 @@ def test_empty_response_frame() -> None:
         decode_response(b"")
 
 
-@pytest.mark.parametrize("op", [0, 15, 99, 255])
+@pytest.mark.parametrize("op", [0, 18, 99, 255])
 def test_unknown_op(op: int) -> None:
-    """An op byte outside 1-14 is refused with its number in the message."""
+    """An op byte outside 1-17 is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown op {op}$"):
         decode_request(bytes([op]) + b"\x00\x00\x00\x00")
 
 
-@pytest.mark.parametrize("tag", [0, 18, 255])
+@pytest.mark.parametrize("tag", [0, 19, 255])
 def test_unknown_tag(tag: int) -> None:
-    """A tag byte outside 1-17 is refused with its number in the message."""
+    """A tag byte outside 1-18 is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown tag {tag}$"):
         decode_response(bytes([tag]))
 

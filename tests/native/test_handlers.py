@@ -195,3 +195,44 @@ async def test_produce_many_during_shutdown_answers_errors(broker: RunningBroker
         broker.broker.accepting = True
     assert all(isinstance(r, p.Error) for r in collector.answers.values())
     assert "shutting down" in collector.answers["a"].message  # type: ignore[attr-defined]
+
+
+@pytest_twisted.ensureDeferred
+async def test_topic_configs_are_created_altered_and_described(broker: RunningBroker) -> None:
+    """Ops 15-17 (docs/protocol.md 7.11): the same configs Kafka clients set, on the same
+    topics; a bad one is Failure code 18 naming it and changes nothing."""
+    made = await ask(
+        broker, p.CreateTopicWithConfigs("c", 2, (p.ConfigValue("cleanup.policy", "compact"),))
+    )
+    assert made == p.TopicInfo("c", 2)
+    assert broker.broker.partition("c", 1).config.compact
+    described = await ask(broker, p.DescribeTopicConfigs("c"))
+    assert isinstance(described, p.TopicConfigs) and len(described.configs) == 36
+    by_name = {c.name: c for c in described.configs}
+    assert by_name["cleanup.policy"] == p.TopicConfig("cleanup.policy", "compact", 2)
+    assert by_name["retention.ms"].source == 0
+    altered = await ask(
+        broker,
+        p.AlterTopicConfigs("c", (p.ConfigValue("segment.bytes", "1000"),), ("cleanup.policy",), 0),
+    )
+    assert isinstance(altered, p.TopicConfigs)
+    by_name = {c.name: c for c in altered.configs}
+    assert by_name["segment.bytes"] == p.TopicConfig("segment.bytes", "1000", 2)
+    assert by_name["cleanup.policy"].source == 0
+    assert broker.broker.topic("c").overrides == {"segment.bytes": "1000"}
+    checked = await ask(
+        broker, p.AlterTopicConfigs("c", (p.ConfigValue("segment.bytes", "2000"),), (), 1)
+    )
+    assert {c.name: c.value for c in checked.configs}["segment.bytes"] == "2000"  # type: ignore[union-attr]
+    assert broker.broker.partition("c", 0).config.segment_bytes == 1000
+    bad = await ask(broker, p.AlterTopicConfigs("c", (p.ConfigValue("segment.bytes", "x"),), (), 0))
+    assert isinstance(bad, p.Failure) and bad.code == 18 and "segment.bytes" in bad.message
+    bad = await ask(
+        broker, p.CreateTopicWithConfigs("d", 1, (p.ConfigValue("no.such.config", "1"),))
+    )
+    assert isinstance(bad, p.Failure) and bad.code == 18 and "no.such.config" in bad.message
+    twice = (p.ConfigValue("flush.ms", "1"), p.ConfigValue("flush.ms", "2"))
+    assert (await ask(broker, p.CreateTopicWithConfigs("d", 1, twice))).code == 2  # type: ignore[union-attr]
+    assert (await ask(broker, p.AlterTopicConfigs("c", (), (), 2))).code == 2  # type: ignore[union-attr]
+    assert (await ask(broker, p.DescribeTopicConfigs("nope"))).code == 4  # type: ignore[union-attr]
+    assert "d" not in broker.broker.topics
