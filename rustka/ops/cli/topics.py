@@ -1,4 +1,9 @@
-"""``rustka topics``: list, describe, create, alter and delete topics."""
+"""``rustka topics``: list, describe, create, alter and delete topics, and their configs.
+
+A topic's configs are Kafka topic configs by Kafka's names (docs/kafka.md, "Topic
+configs"), the same a Kafka client sets: ``--config KEY=VALUE`` on create and alter,
+``--delete-config KEY`` on alter; describe shows the topic's own.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from rustka.native.codec import CONFIG_SOURCES
 from rustka.ops.cli.common import (
     EXIT_OK,
     add_client_parser,
@@ -25,19 +31,53 @@ def add_parsers(sub: Any) -> None:
         "list, describe, create, alter or delete topics",
         "examples:\n  rustka topics list\n  rustka topics describe orders\n"
         "  rustka topics create payments --partitions 6\n"
+        "  rustka topics create state --partitions 1 --config cleanup.policy=compact\n"
         "  rustka topics alter payments --partitions 12\n"
+        "  rustka topics alter payments --config retention.ms=-1 --delete-config segment.ms\n"
         "  rustka topics delete payments               removes every partition and record\n",
     )
     t.add_argument("action", choices=["list", "describe", "create", "alter", "delete"])
     t.add_argument("topic", nargs="?")
     t.add_argument("--partitions", type=positive_int, default=None)
+    t.add_argument(
+        "--config",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config (create, alter); repeatable",
+    )
+    t.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a topic config to drop, back to the broker's value (alter); repeatable",
+    )
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a pair; the value may hold '=' and may be empty."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.action != "list" and args.action != "describe" and not args.topic:
         parser.error(f"topics {args.action} needs a TOPIC")
-    if args.action in ("create", "alter") and not args.partitions:
-        parser.error(f"topics {args.action} needs --partitions N (N >= 1)")
+    if args.action == "create" and not args.partitions:
+        parser.error("topics create needs --partitions N (N >= 1)")
+    if args.action == "alter" and not (args.partitions or args.config or args.delete_config):
+        parser.error("topics alter needs --partitions N, --config KEY=VALUE or --delete-config KEY")
+    if args.action not in ("create", "alter") and args.config:
+        parser.error(f"topics {args.action} takes no --config")
+    if args.action != "alter" and args.delete_config:
+        parser.error(f"topics {args.action} takes no --delete-config")
+    keys = [k for k, _ in args.config] + list(args.delete_config)
+    if len(set(keys)) != len(keys):
+        parser.error(f"a config is named twice: {', '.join(keys)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,13 +94,34 @@ async def cmd_topics(args: argparse.Namespace, out: TextIO) -> int:
         elif args.action == "describe":
             logs = await client.describe_logs([args.topic] if args.topic is not None else [])
             data = [_described(t) for t in logs]
-            emit(out, args, data, lambda: _describe_table(data))
-        elif args.action in ("create", "alter"):
-            call = client.create_topic if args.action == "create" else client.alter_topic
-            count = await call(args.topic, args.partitions)
-            data = {"topic": args.topic, "partitions": count}
-            verb = "created" if args.action == "create" else "now has"
-            emit(out, args, data, lambda: f"topic {args.topic} {verb} {count} partitions\n")
+            for topic in data:
+                configs = await client.describe_topic_configs(topic["topic"])
+                topic["configs"] = _own(configs)
+            emit(out, args, data, lambda: _describe_table(data) + _configs_table(data))
+        elif args.action == "create":
+            configs = dict(args.config)
+            count = await client.create_topic(args.topic, args.partitions, configs)
+            data: dict[str, Any] = {"topic": args.topic, "partitions": count}
+            if configs:
+                data["configs"] = configs
+            text = f"topic {args.topic} created {count} partitions\n" + _config_lines(configs)
+            emit(out, args, data, lambda: text)
+        elif args.action == "alter":
+            data = {"topic": args.topic}
+            lines: list[str] = []
+            if args.partitions:
+                count = await client.alter_topic(args.topic, args.partitions)
+                data["partitions"] = count
+                lines.append(f"topic {args.topic} now has {count} partitions\n")
+            if args.config or args.delete_config:
+                configs = await client.alter_topic_configs(
+                    args.topic, dict(args.config), args.delete_config
+                )
+                own = _own(configs)
+                data["configs"] = own
+                lines.append(f"topic {args.topic} has configs of its own:\n")
+                lines.append(_config_lines(own) or "  (none: the broker's settings)\n")
+            emit(out, args, data, lambda: "".join(lines))
         elif args.action == "delete":
             await client.delete_topic(args.topic)
             data = {"topic": args.topic, "deleted": True}
@@ -128,3 +189,20 @@ def _describe_table(data: list[dict[str, Any]]) -> str:
                     )
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _own(configs: list[Any]) -> dict[str, str]:
+    """The topic's own configs out of a TopicConfigs answer (source "topic")."""
+    return {c.name: c.value for c in configs if CONFIG_SOURCES[c.source] == "topic"}
+
+
+def _config_lines(configs: dict[str, str]) -> str:
+    return "".join(f"  {key}={value}\n" for key, value in configs.items())
+
+
+def _configs_table(data: list[dict[str, Any]]) -> str:
+    """The topics' own configs after the partitions, when any topic has some."""
+    rows = [(t["topic"], k, v) for t in data for k, v in t["configs"].items()]
+    if not rows:
+        return ""
+    return "TOPIC\tCONFIG\tVALUE\n" + "".join(f"{t}\t{k}\t{v}\n" for t, k, v in rows)

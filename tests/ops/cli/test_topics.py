@@ -35,6 +35,7 @@ async def test_topics_commands_with_json(broker: RunningBroker) -> None:
             "partitions": [
                 {"partition": 0, "log_start": 0, "end": 1, "bytes": size, "segments": 1}
             ],
+            "configs": {},
         }
     ]
     table = await ok(broker, "topics", "describe", "ship")
@@ -107,3 +108,77 @@ async def test_topics_describe_shows_the_log_cleaner(broker_factory: Any) -> Non
         assert missing.returncode == 1 and "unknown topic" in missing.stderr
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_topics_configs_are_created_altered_and_described(broker: RunningBroker) -> None:
+    """--config KEY=VALUE on create and alter, --delete-config KEY on alter; describe lists
+    the topic's own configs, which the topic's logs use."""
+    made = await ok(
+        broker,
+        "topics",
+        "create",
+        "st",
+        "--partitions",
+        "1",
+        "--config",
+        "cleanup.policy=compact",
+        "--config",
+        "retention.ms=-1",
+    )
+    assert made == "topic st created 1 partitions\n  cleanup.policy=compact\n  retention.ms=-1\n"
+    assert broker.broker.partition("st", 0).config.compact
+    described = json.loads(await ok(broker, "topics", "describe", "st", "--json"))
+    assert described[0]["configs"] == {"cleanup.policy": "compact", "retention.ms": "-1"}
+    table = await ok(broker, "topics", "describe", "st")
+    assert table.endswith(
+        "TOPIC\tCONFIG\tVALUE\nst\tcleanup.policy\tcompact\nst\tretention.ms\t-1\n"
+    )
+    altered = json.loads(
+        await ok(
+            broker,
+            "topics",
+            "alter",
+            "st",
+            "--config",
+            "segment.bytes=1000",
+            "--delete-config",
+            "retention.ms",
+            "--json",
+        )
+    )
+    assert altered == {
+        "topic": "st",
+        "configs": {"cleanup.policy": "compact", "segment.bytes": "1000"},
+    }
+    assert broker.broker.partition("st", 0).config.segment_bytes == 1000
+    both = await ok(
+        broker,
+        "topics",
+        "alter",
+        "st",
+        "--partitions",
+        "2",
+        "--delete-config",
+        "cleanup.policy",
+        "--delete-config",
+        "segment.bytes",
+    )
+    assert both == (
+        "topic st now has 2 partitions\ntopic st has configs of its own:\n"
+        "  (none: the broker's settings)\n"
+    )
+    bad = await cli(broker, "topics", "alter", "st", "--config", "retention.ms=soon")
+    assert bad.returncode == 1 and "retention.ms" in bad.stderr
+    assert bad.stderr.count("\n") == 1
+    bad = await cli(broker, "topics", "create", "x", "--partitions", "1", "--config", "nope=1")
+    assert bad.returncode == 1 and "nope" in bad.stderr
+    for argv in (
+        ("topics", "alter", "st"),
+        ("topics", "create", "y", "--partitions", "1", "--config", "novalue"),
+        ("topics", "describe", "st", "--config", "a=b"),
+        ("topics", "alter", "st", "--config", "a=1", "--delete-config", "a"),
+    ):
+        refused = await cli(broker, *argv)
+        assert refused.returncode == 2, argv
+    assert broker.broker.topic("st").overrides == {}
