@@ -10,6 +10,8 @@ from rustka.kafka.errors import ErrorCode as E
 
 # This node's id everywhere a Kafka API names a broker (Metadata, FindCoordinator).
 NODE_ID = 0
+# The only leader epoch a partition of a single node ever has (Metadata and Fetch say 0 too).
+LEADER_EPOCH = 0
 # DescribeCluster v1's endpoint type of the brokers' listeners (2 is the controllers').
 BROKER_ENDPOINTS = 1
 
@@ -45,3 +47,35 @@ def describe_cluster(ctx: RequestContext, version: int, body: Body) -> defer.Def
         }
 
     return ctx.broker.cluster_id().addCallback(answer)
+
+
+# -- OffsetForLeaderEpoch (23) -----------------------------------------------------------
+
+
+def offset_for_leader_epoch(ctx: RequestContext, version: int, body: Body) -> Body:
+    """Where each asked-for epoch ends: a partition here has one epoch, 0, that ends at
+    the log's end; any other epoch is unknown to it (-1, -1), as Kafka's epoch cache
+    answers for an epoch above its latest. A current leader epoch other than 0 (or -1,
+    none) is fenced if lower and unknown if higher, as Kafka checks it."""
+    topics = ctx.broker.topics
+    answers = []
+    for request in body["topics"]:
+        name = request["topic"]
+        topic = topics.get(name)
+        partitions = []
+        for asked in request["partitions"]:
+            index = asked["partition"]
+            answer: Body = {"error_code": 0, "partition": index, "leader_epoch": -1}
+            current = asked.get("current_leader_epoch", -1)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                answer["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif current != -1 and current != LEADER_EPOCH:
+                answer["error_code"] = (
+                    E.UNKNOWN_LEADER_EPOCH if current > LEADER_EPOCH else E.FENCED_LEADER_EPOCH
+                )
+            elif asked["leader_epoch"] == LEADER_EPOCH:
+                answer["leader_epoch"] = LEADER_EPOCH
+                answer["end_offset"] = topic.partitions[index].end_offset
+            partitions.append(answer)
+        answers.append({"topic": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": answers}

@@ -46,6 +46,7 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.CREATE_TOPICS: handlers.create_topics,
         ApiKey.DELETE_TOPICS: handlers.delete_topics,
         ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: admin_handlers.offset_for_leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
         ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
         ApiKey.DELETE_GROUPS: group_handlers.delete_groups,

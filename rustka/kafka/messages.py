@@ -77,6 +77,7 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -765,6 +766,46 @@ OFFSET_DELETE_RESPONSE = _msg(
     ),
 )
 
+# --- OffsetForLeaderEpoch (23) ---------------------------------------------------------
+
+OFFSET_FOR_LEADER_EPOCH_REQUEST = _msg(
+    "OffsetForLeaderEpochRequest",
+    F("replica_id", INT32, "3+", default=-2),
+    F(
+        "topics",
+        [
+            F("topic", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition", INT32),
+                    F("current_leader_epoch", INT32, "2+", default=-1),
+                    F("leader_epoch", INT32),
+                ],
+            ),
+        ],
+    ),
+)
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = _msg(
+    "OffsetForLeaderEpochResponse",
+    F("throttle_time_ms", INT32, "2+"),
+    F(
+        "topics",
+        [
+            F("topic", STRING),
+            F(
+                "partitions",
+                [
+                    F("error_code", INT16),
+                    F("partition", INT32),
+                    F("leader_epoch", INT32, "1+", default=-1),
+                    F("end_offset", INT64, default=-1),
+                ],
+            ),
+        ],
+    ),
+)
+
 # --- DescribeCluster (60) --------------------------------------------------------------
 
 DESCRIBE_CLUSTER_REQUEST = _msg(
@@ -950,6 +991,14 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             None,
             OFFSET_DELETE_REQUEST,
             OFFSET_DELETE_RESPONSE,
+        ),
+        _api(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            "OffsetForLeaderEpoch",
+            (0, 3),
+            4,
+            OFFSET_FOR_LEADER_EPOCH_REQUEST,
+            OFFSET_FOR_LEADER_EPOCH_RESPONSE,
         ),
         # Flexible from v0 (docs/kafka.md, "APIs and versions"); v2's fenced brokers are not.
         _api(

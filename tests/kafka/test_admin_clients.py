@@ -270,3 +270,65 @@ async def test_describe_cluster_names_this_node_as_controller_and_only_broker(
     assert seen["kp"]["brokers"] == [
         {"broker_id": 0, "host": "127.0.0.1", "port": broker.port, "rack": None}
     ]
+
+
+# -- OffsetForLeaderEpoch -----------------------------------------------------------------
+
+
+class _Lines:
+    """A logging.Logger stand-in for librdkafka's log callback: keeps every line."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def log(self, _level: int, fmt: str, *args: Any) -> None:
+        self.lines.append(fmt % args if args else fmt)
+
+
+def consume_after_epoch_seek(bootstrap: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        producer.produce(topic, b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    logs = _Lines()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "g-epoch",
+            "debug": "protocol",
+            "logger": logs,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values = []
+        for _ in range(60):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append((message.offset(), message.leader_epoch()))
+                break
+        # A position with a leader epoch is validated with OffsetForLeaderEpoch first.
+        consumer.seek(TopicPartition(topic, 0, 2, leader_epoch=0))
+        for _ in range(60):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append((message.offset(), message.leader_epoch()))
+            if len(values) == 4:
+                break
+    finally:
+        consumer.close()
+    asked = [line for line in logs.lines if "OffsetForLeaderEpoch" in line]
+    return {"values": values, "asked": asked}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_position_with_a_leader_epoch_is_validated_and_kept(broker: RunningBroker) -> None:
+    """librdkafka asks OffsetForLeaderEpoch about epoch 0 and keeps the position (an end
+    offset below it would have been truncation, and reset the consumer)."""
+    await make_topic(broker, "ep", 1)
+    seen = await in_thread(consume_after_epoch_seek, broker.address, "ep")
+    assert any("Sent OffsetForLeaderEpochRequest" in line for line in seen["asked"]), seen["asked"]
+    assert any("Received OffsetForLeaderEpochResponse" in line for line in seen["asked"])
+    assert seen["values"] == [(0, 0), (2, 0), (3, 0), (4, 0)]

@@ -56,3 +56,58 @@ async def test_describe_cluster_of_the_controllers_is_a_mismatched_endpoint(
     answer = await ask(kafka, ApiKey.DESCRIBE_CLUSTER, {"endpoint_type": 2}, 1)
     assert answer["error_code"] == E.MISMATCHED_ENDPOINT_TYPE
     assert answer["brokers"] == []
+
+
+# -- OffsetForLeaderEpoch -----------------------------------------------------------------
+
+
+async def produce(broker: RunningBroker, topic: str, count: int) -> None:
+    from rustka.record.batch import Record, encode_batch, ms_now
+
+    records = [Record(b"k", b"v%d" % i) for i in range(count)]
+    await within(
+        broker.broker.append(topic, 0, encode_batch(records, timestamp=ms_now()), auto_create=False)
+    )
+
+
+def epoch_request(topic: str, partition: int, epoch: int, current: int = -1) -> dict[str, Any]:
+    return {
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}
+                ],
+            }
+        ]
+    }
+
+
+async def epoch_end(
+    k: KafkaClientProtocol, version: int, topic: str, partition: int, epoch: int, current: int = -1
+) -> tuple[int, int, int]:
+    body = epoch_request(topic, partition, epoch, current)
+    answer = await ask(k, ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version)
+    [[row]] = [t["partitions"] for t in answer["topics"]]
+    assert row["partition"] == partition
+    return row["error_code"], row.get("leader_epoch", -1), row["end_offset"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_offset_for_leader_epoch_answers_the_end_of_epoch_zero(
+    broker: RunningBroker, kafka: KafkaClientProtocol
+) -> None:
+    await within(broker.broker.create_topic("ep", 2))
+    await produce(broker, "ep", 3)
+    for version in (1, 2, 3):
+        assert await epoch_end(kafka, version, "ep", 0, 0) == (0, 0, 3)
+        assert await epoch_end(kafka, version, "ep", 1, 0) == (0, 0, 0)
+        # An epoch this node never had (above its only one) has no end.
+        assert await epoch_end(kafka, version, "ep", 0, 1) == (0, -1, -1)
+    assert await epoch_end(kafka, 0, "ep", 0, 0) == (0, -1, 3)  # v0 has no epoch field
+    assert await epoch_end(kafka, 2, "ep", 0, 0, current=0) == (0, 0, 3)
+    assert (await epoch_end(kafka, 2, "ep", 0, 0, current=1))[0] == E.UNKNOWN_LEADER_EPOCH
+    assert (await epoch_end(kafka, 3, "ep", 0, 0, current=-5))[0] == E.FENCED_LEADER_EPOCH
+    unknown = E.UNKNOWN_TOPIC_OR_PARTITION
+    assert await epoch_end(kafka, 3, "ep", 2, 0) == (unknown, -1, -1)
+    assert await epoch_end(kafka, 3, "nope", 0, 0) == (unknown, -1, -1)

@@ -94,6 +94,7 @@ EXPECTED_TABLE = {
     42: ("DeleteGroups", 0, 1, 2),
     47: ("OffsetDelete", 0, 0, None),
     60: ("DescribeCluster", 0, 1, 0),
+    23: ("OffsetForLeaderEpoch", 0, 3, 4),
     # Topic configs (docs/kafka.md, "Topic configs").
     33: ("AlterConfigs", 0, 1, 2),
     44: ("IncrementalAlterConfigs", 0, 0, 1),
@@ -257,6 +258,14 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (42, 1, {"groups_names": []}, "00000000"),
     (47, 0, {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
      "0001 67 00000001 " + TOPIC_T + " 00000001 00000001"),
+    # OffsetForLeaderEpoch
+    (23, 0, {"topics": [{"topic": "t", "partitions": [{"partition": 1, "leader_epoch": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000001 00000000"),
+    (23, 2, {"topics": [{"topic": "t", "partitions": [
+        {"partition": 1, "current_leader_epoch": 5, "leader_epoch": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000001 00000005 00000000"),
+    (23, 3, {"topics": [{"topic": "t", "partitions": [{"partition": 1, "leader_epoch": 0}]}]},
+     "fffffffe 00000001 " + TOPIC_T + " 00000001 00000001 ffffffff 00000000"),  # defaults
     # DescribeCluster (flexible from v0)
     (60, 0, {"include_cluster_authorized_operations": True}, "01 00"),
     (60, 1, {"endpoint_type": 2}, "00 02 00"),
@@ -470,6 +479,15 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (47, 0, {"throttle_time_ms": 2, "topics": [{"name": "t", "partitions": [
         {"partition_index": 1, "error_code": 86}]}]},
      "0000 00000002 00000001 " + TOPIC_T + " 00000001 00000001 0056"),
+    # OffsetForLeaderEpoch
+    (23, 0, {"topics": [{"topic": "t", "partitions": [
+        {"error_code": 3, "partition": 1, "end_offset": -1}]}]},
+     "00000001 " + TOPIC_T + " 00000001 0003 00000001 ffffffffffffffff"),
+    (23, 1, {"topics": [{"topic": "t", "partitions": [
+        {"error_code": 0, "partition": 0, "leader_epoch": 0, "end_offset": 3}]}]},
+     "00000001 " + TOPIC_T + " 00000001 0000 00000000 00000000 0000000000000003"),
+    (23, 2, {"throttle_time_ms": 1, "topics": []}, "00000001 00000000"),
+    (23, 3, {"topics": []}, "00000000 00000000"),
     # DescribeCluster (flexible from v0)
     (60, 0, {"cluster_id": "c", "controller_id": 0, "brokers": [
         {"broker_id": 0, "host": "h", "port": 9092, "rack": None}]},
