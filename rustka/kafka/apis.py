@@ -48,6 +48,7 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: admin_handlers.offset_for_leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
+        ApiKey.DESCRIBE_LOG_DIRS: admin_handlers.describe_log_dirs,
         ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
         ApiKey.DELETE_GROUPS: group_handlers.delete_groups,
         ApiKey.OFFSET_DELETE: group_handlers.offset_delete,

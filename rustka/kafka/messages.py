@@ -79,6 +79,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
@@ -806,6 +807,43 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = _msg(
     ),
 )
 
+# --- DescribeLogDirs (35) --------------------------------------------------------------
+
+DESCRIBE_LOG_DIRS_REQUEST = _msg(
+    "DescribeLogDirsRequest",
+    # null: every partition.
+    F("topics", [F("topic", STRING), F("partitions", Array(INT32))], nullable="0+"),
+)
+DESCRIBE_LOG_DIRS_RESPONSE = _msg(
+    "DescribeLogDirsResponse",
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16, "3+"),
+    F(
+        "results",
+        [
+            F("error_code", INT16),
+            F("log_dir", STRING),
+            F(
+                "topics",
+                [
+                    F("name", STRING),
+                    F(
+                        "partitions",
+                        [
+                            F("partition_index", INT32),
+                            F("partition_size", INT64),
+                            F("offset_lag", INT64),
+                            F("is_future_key", BOOL),
+                        ],
+                    ),
+                ],
+            ),
+            F("total_bytes", INT64, "4+", default=-1),
+            F("usable_bytes", INT64, "4+", default=-1),
+        ],
+    ),
+)
+
 # --- DescribeCluster (60) --------------------------------------------------------------
 
 DESCRIBE_CLUSTER_REQUEST = _msg(
@@ -999,6 +1037,15 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             4,
             OFFSET_FOR_LEADER_EPOCH_REQUEST,
             OFFSET_FOR_LEADER_EPOCH_RESPONSE,
+        ),
+        # v2+ flexible (docs/kafka.md, "APIs and versions"); v4 adds the disk's totals.
+        _api(
+            ApiKey.DESCRIBE_LOG_DIRS,
+            "DescribeLogDirs",
+            (0, 4),
+            2,
+            DESCRIBE_LOG_DIRS_REQUEST,
+            DESCRIBE_LOG_DIRS_RESPONSE,
         ),
         # Flexible from v0 (docs/kafka.md, "APIs and versions"); v2's fenced brokers are not.
         _api(

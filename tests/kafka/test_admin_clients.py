@@ -332,3 +332,42 @@ async def test_a_position_with_a_leader_epoch_is_validated_and_kept(broker: Runn
     assert any("Sent OffsetForLeaderEpochRequest" in line for line in seen["asked"]), seen["asked"]
     assert any("Received OffsetForLeaderEpochResponse" in line for line in seen["asked"])
     assert seen["values"] == [(0, 0), (2, 0), (3, 0), (4, 0)]
+
+
+# -- DescribeLogDirs ----------------------------------------------------------------------
+
+
+def describe_log_dirs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(topic, b"x" * 100, partition=i % 2)
+    producer.produce(topic, b"y", partition=1)
+    assert producer.flush(30) == 0
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return kp.describe_log_dirs()  # type: ignore[no-any-return]
+    finally:
+        kp.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_describe_log_dirs_reports_the_data_dir_and_each_partitions_size(
+    broker: RunningBroker, data_dir: Any
+) -> None:
+    await make_topic(broker, "ld", 2)
+    seen = await in_thread(describe_log_dirs, broker.address, "ld")
+    [[result]] = [answer["log_dirs"] for answer in seen]
+    assert seen[0]["broker"] == 0
+    assert result["error_code"] == 0
+    assert result["log_dir"] == str(data_dir.resolve())
+    [topic] = result["topics"]
+    assert topic["name"] == "ld"
+    stored = broker.broker.topics["ld"].partitions
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    # What is on disk, segment by segment: each partition's batches, not a guess.
+    on_disk = {i: sum(s.size for s in stored[i].segments) for i in (0, 1)}
+    assert sizes == on_disk and sizes[1] > sizes[0] > 500
+    assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in topic["partitions"])

@@ -111,3 +111,29 @@ async def test_offset_for_leader_epoch_answers_the_end_of_epoch_zero(
     unknown = E.UNKNOWN_TOPIC_OR_PARTITION
     assert await epoch_end(kafka, 3, "ep", 2, 0) == (unknown, -1, -1)
     assert await epoch_end(kafka, 3, "nope", 0, 0) == (unknown, -1, -1)
+
+
+# -- DescribeLogDirs ----------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_describe_log_dirs_of_chosen_partitions_and_the_disk_totals(
+    broker: RunningBroker, kafka: KafkaClientProtocol, data_dir: Any
+) -> None:
+    await within(broker.broker.create_topic("ld", 3))
+    await produce(broker, "ld", 4)
+    body = {
+        "topics": [{"topic": "ld", "partitions": [0, 2, 7]}, {"topic": "nope", "partitions": [0]}]
+    }
+    for version in (0, 1, 2, 3, 4):
+        answer = await ask(kafka, ApiKey.DESCRIBE_LOG_DIRS, body, version)
+        [result] = answer["results"]
+        assert (result["error_code"], result["log_dir"]) == (0, str(data_dir.resolve()))
+        [topic] = result["topics"]  # the unknown topic and partition 7 are left out
+        sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+        assert sizes == {0: broker.broker.topics["ld"].partitions[0].size_bytes, 2: 0}
+        assert sizes[0] > 0
+        if version >= 4:
+            assert 0 < result["usable_bytes"] <= result["total_bytes"]
+    empty = await ask(kafka, ApiKey.DESCRIBE_LOG_DIRS, {"topics": []}, 1)
+    assert empty["results"][0]["topics"] == []

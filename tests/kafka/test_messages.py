@@ -95,6 +95,7 @@ EXPECTED_TABLE = {
     47: ("OffsetDelete", 0, 0, None),
     60: ("DescribeCluster", 0, 1, 0),
     23: ("OffsetForLeaderEpoch", 0, 3, 4),
+    35: ("DescribeLogDirs", 0, 4, 2),
     # Topic configs (docs/kafka.md, "Topic configs").
     33: ("AlterConfigs", 0, 1, 2),
     44: ("IncrementalAlterConfigs", 0, 0, 1),
@@ -116,7 +117,17 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         for v in range(s.min_version, s.max_version + 1)
         if is_flexible(k, v)
     }
-    assert flexible == {(18, 3), (18, 4), (16, 3), (16, 4), (60, 0), (60, 1)}
+    assert flexible == {
+        (18, 3),
+        (18, 4),
+        (16, 3),
+        (16, 4),
+        (60, 0),
+        (60, 1),
+        (35, 2),
+        (35, 3),
+        (35, 4),
+    }
 
 
 def test_api_versions_table_is_sorted_and_complete() -> None:
@@ -266,6 +277,9 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "00000001 " + TOPIC_T + " 00000001 00000001 00000005 00000000"),
     (23, 3, {"topics": [{"topic": "t", "partitions": [{"partition": 1, "leader_epoch": 0}]}]},
      "fffffffe 00000001 " + TOPIC_T + " 00000001 00000001 ffffffff 00000000"),  # defaults
+    # DescribeLogDirs (flexible from v2)
+    (35, 0, {"topics": None}, "ffffffff"),  # null: every partition
+    (35, 4, {"topics": [{"topic": "t", "partitions": [1]}]}, "02 02 74 02 00000001 00 00"),
     # DescribeCluster (flexible from v0)
     (60, 0, {"include_cluster_authorized_operations": True}, "01 00"),
     (60, 1, {"endpoint_type": 2}, "00 02 00"),
@@ -488,6 +502,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "00000001 " + TOPIC_T + " 00000001 0000 00000000 00000000 0000000000000003"),
     (23, 2, {"throttle_time_ms": 1, "topics": []}, "00000001 00000000"),
     (23, 3, {"topics": []}, "00000000 00000000"),
+    # DescribeLogDirs (flexible from v2)
+    (35, 0, {"throttle_time_ms": 1, "results": [{"error_code": 0, "log_dir": "d", "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "partition_size": 5, "offset_lag": 0,
+                                      "is_future_key": False}]}]}]},
+     "00000001 00000001 0000 0001 64 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 0000000000000000 00"),
+    (35, 3, {"error_code": 0, "results": []}, "00000000 0000 01 00"),
+    (35, 4, {"results": [{"error_code": 0, "log_dir": "d", "topics": [], "total_bytes": 10,
+                          "usable_bytes": 4}]},
+     "00000000 0000 02 0000 02 64 01 000000000000000a 0000000000000004 00 00"),
     # DescribeCluster (flexible from v0)
     (60, 0, {"cluster_id": "c", "controller_id": 0, "brokers": [
         {"broker_id": 0, "host": "h", "port": 9092, "rack": None}]},
