@@ -1003,3 +1003,50 @@ def _broker_text(declared: Setting, value: Any) -> str | None:
     if declared.kind is Kind.ENDPOINTS:
         return ",".join(value)
     return declared.topic_text(value)
+
+
+def render_topic_configs_table() -> str:
+    """The Markdown table of every Kafka topic config in docs/kafka.md ("Topic configs")."""
+    defaults = Config()
+    rows = [
+        "| topic config | type | default | allowed | broker setting | what rustka does |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, declared in TOPIC_CONFIGS.items():
+        default = declared.topic_text(defaults.topic_value(declared)) or '""'
+        broker = declared.name in SETTINGS
+        effect = declared.effect or ("applied" if broker else f"applied: {declared.doc}")
+        rows.append(
+            f"| `{key}` | {declared.kafka_type} | `{default}` | {_kafka_range(declared)} "
+            f"| {f'`{declared.name}`' if broker else '—'} | {effect} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _kafka_range(declared: Setting) -> str:
+    """What Kafka's ConfigDef would print as the valid values of a topic config."""
+    if declared.kind is Kind.CHOICE:
+        return ", ".join(f"`{c}`" for c in declared.choices)
+    if declared.kind is Kind.LIST:
+        items = ", ".join(f"`{c}`" for c in declared.choices)
+        return f"a list of {items}" if items else "`*` or a list of partition:broker"
+    if declared.kind is Kind.BOOL:
+        return "`true`, `false`"
+    if declared.kind is Kind.STRING:
+        return "a Kafka version" if declared.check is _metadata_version else "any"
+    low = declared.topic_minimum if declared.topic_minimum is not None else declared.minimum
+    high = declared.topic_maximum if declared.topic_maximum is not None else declared.maximum
+    if declared.name == "compression_gzip_level":
+        return "1 to 9, or -1"
+    parts = []
+    if low is not None:
+        parts.append(f"≥ {low}")
+    if high is not None and high not in (_INT_MAX, _LONG_MAX):
+        parts.append(f"≤ {high}")
+    text = ", ".join(parts) or "any"
+    if declared.name == "max_batch_bytes":
+        text += "; -1: max_frame_bytes"
+    elif declared.optional:
+        unset = -1 if declared.topic_unset is None else declared.topic_unset
+        text += f"; {unset}: no limit"
+    return text

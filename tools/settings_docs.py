@@ -4,7 +4,8 @@
     python tools/settings_docs.py           # exit 1 if either is out of date
 
 etc/rustka.toml is generated whole; docs/operations.md holds the settings table
-between the ``settings:begin``/``settings:end`` comment markers.
+between the ``settings:begin``/``settings:end`` comment markers, and docs/kafka.md
+the table of every Kafka topic config between ``topic-configs:begin``/``:end``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rustka.config import TOML_PREAMBLE, Config  # noqa: E402
+from rustka.config import TOML_PREAMBLE, Config, render_topic_configs_table  # noqa: E402
 from rustka.settings import render_table, render_toml  # noqa: E402
 
 TOML = ROOT / "etc" / "rustka.toml"
 DOCS = ROOT / "docs" / "operations.md"
 BEGIN = "<!-- settings:begin (tools/settings_docs.py --write) -->\n"
 END = "<!-- settings:end -->\n"
+KAFKA_DOCS = ROOT / "docs" / "kafka.md"
+TOPIC_BEGIN = "<!-- topic-configs:begin (tools/settings_docs.py --write) -->\n"
+TOPIC_END = "<!-- topic-configs:end -->\n"
 
 
 def expected_toml() -> str:
@@ -31,11 +35,20 @@ def expected_toml() -> str:
 
 def expected_docs(current: str) -> str:
     """docs/operations.md with the table between the markers replaced."""
-    if BEGIN not in current or END not in current:
-        raise SystemExit(f"{DOCS}: the settings markers are missing")
-    head, rest = current.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + BEGIN + render_table(Config) + END + tail
+    return _between(current, DOCS, BEGIN, END, render_table(Config))
+
+
+def expected_kafka_docs(current: str) -> str:
+    """docs/kafka.md with the topic-config table between its markers replaced."""
+    return _between(current, KAFKA_DOCS, TOPIC_BEGIN, TOPIC_END, render_topic_configs_table())
+
+
+def _between(current: str, path: Path, begin: str, end: str, table: str) -> str:
+    if begin not in current or end not in current:
+        raise SystemExit(f"{path}: the {begin.strip()} markers are missing")
+    head, rest = current.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return head + begin + table + end + tail
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="rewrite the files instead of checking")
     args = ap.parse_args(argv)
     stale = []
-    for path, want in ((TOML, expected_toml()), (DOCS, expected_docs(DOCS.read_text()))):
+    targets = (
+        (TOML, expected_toml()),
+        (DOCS, expected_docs(DOCS.read_text())),
+        (KAFKA_DOCS, expected_kafka_docs(KAFKA_DOCS.read_text())),
+    )
+    for path, want in targets:
         if path.read_text() != want:
             if args.write:
                 path.write_text(want)
