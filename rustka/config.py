@@ -213,6 +213,16 @@ class Config:
     group_max_session_timeout_ms: int = setting(
         Kind.DURATION, 1_800_000, "Longest session timeout a member may ask for.", _GROUPS
     )
+    offsets_retention_ms: int | None = setting(
+        Kind.DURATION,
+        7 * _DAY_MS,
+        "How long a group with no members keeps its committed offsets, counted from its "
+        "last commit or from when it became empty, whichever is later (Kafka's "
+        "offsets.retention.minutes). Checked with retention. -1 = forever.",
+        _GROUPS,
+        optional=True,
+        minimum=1,
+    )
     default_partitions: int = setting(
         Kind.INT,
         3,

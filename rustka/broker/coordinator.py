@@ -720,6 +720,20 @@ class GroupCoordinator:
         if group is not None and group.members:
             raise GroupHasActiveMembers.for_group(group_id, len(group.members))
 
+    # -- offsets expiry (offsets_retention_ms) -----------------------------------------
+
+    def empty_since(self, group_id: str, unknown_ms: int) -> int | None:
+        """Since when (ms) a group has been Empty, from which its offsets may expire, or
+        None while it is not (members, or joins pending). A group this coordinator does
+        not hold in memory counts as empty since ``unknown_ms`` (the broker's start: group
+        states are not persisted, so a restart never makes old offsets expire sooner)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return unknown_ms
+        if group.state is GroupState.EMPTY and not group.members and not group.pending_join:
+            return group.state_since_ms
+        return None
+
     # -- group deletion (DeleteGroups, OffsetDelete) ------------------------------------
 
     def deletion_refused(self, group_id: str) -> int | None:

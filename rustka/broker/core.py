@@ -135,7 +135,7 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.names import validate_group, validate_topic
-from rustka.record.batch import Record
+from rustka.record.batch import Record, ms_now
 from rustka.settings import ConfigError, Kind, join_list, split_list
 from rustka.storage import cluster_id
 from rustka.storage.log_config import LogConfig
@@ -293,6 +293,9 @@ class Broker:
         self._pool_quiet: list[defer.Deferred[None]] = []
         self._partitions_in_creation = 0
         self._cluster_id: str | None = None
+        # Offsets of groups not seen since the start expire counting from here at the
+        # earliest (group states are not persisted).
+        self._started_ms = ms_now()
         self._cluster_id_waiters: list[defer.Deferred[str]] = []
         self._last_producer_id = 0
 
@@ -850,6 +853,13 @@ class Broker:
                 start = end = 0
             entries.append(PartitionLag(topic_name, partition, offset, start, end))
         return tuple(entries)
+
+    def offsets_expiry(self) -> tuple[int | None, dict[str, int | None]]:
+        """See `MaintenanceCore.offsets_expiry`: the coordinator knows which groups are empty."""
+        assert self.offsets is not None
+        groups = self.offsets.groups()
+        since = {name: self.groups.empty_since(name, self._started_ms) for name in groups}
+        return self.config.offsets_retention_ms, since
 
     def group_names(self) -> list[str]:
         """Groups that committed offsets, sorted (a coordinator adds its live groups)."""

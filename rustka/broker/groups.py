@@ -24,6 +24,7 @@ from twisted.internet.interfaces import IDelayedCall
 
 from rustka.errors import InvalidName
 from rustka.names import validate_group
+from rustka.record.batch import ms_now
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 """The protocol type Kafka consumers join with; native-only groups are shown with it."""
@@ -216,6 +217,9 @@ class Group:
     sync_timer: IDelayedCall | None = None
     initial_delay_running: bool = False
     new_member_added: bool = False
+    # When the group entered its state (wall clock, ms): Kafka's currentStateTimestamp,
+    # from which an empty group's offsets expire (offsets_retention_ms).
+    state_since_ms: int = field(default_factory=ms_now)
 
     def transition(self, state: GroupState) -> None:
         if self.state not in _VALID_PREVIOUS[state]:
@@ -223,6 +227,7 @@ class Group:
                 f"group {self.group_id}: illegal transition {self.state} -> {state}"
             )
         self.previous_state, self.state = self.state, state
+        self.state_since_ms = ms_now()
 
     def may_prepare_rebalance(self) -> bool:
         """True in the states a rebalance can start from (Empty, Stable, CompletingRebalance)."""

@@ -1,4 +1,5 @@
-"""Background work: interval flushing, retention (with segment_ms rolls), offsets compaction.
+"""Background work: interval flushing, retention (with segment_ms rolls), offsets expiry
+and compaction.
 
 Each pass runs every partition's work on that partition's lane, so it never
 races an append, and it must survive failures (docs/reliability.md): a pass
@@ -35,9 +36,10 @@ RETENTION = "retention"
 # How long a deleted segment's files stay open for reads already running on the pool.
 RELEASE_GRACE_S = 5.0
 OFFSETS_COMPACTION = "offsets_compaction"
+OFFSETS_EXPIRY = "offsets_expiry"
 # The log cleaner's failures (rustka/broker/log_cleaner.py) are counted here too.
 CLEANER = "cleaner"
-BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION, CLEANER)
+BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION, CLEANER, OFFSETS_EXPIRY)
 
 
 class MaintenanceCore(Protocol):
@@ -55,6 +57,10 @@ class MaintenanceCore(Protocol):
 
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
+
+    def offsets_expiry(self) -> tuple[int | None, dict[str, int | None]]:
+        """``offsets_retention_ms`` (None: never) and, for each group with commits, since
+        when it has been empty (None while in use), as `OffsetsStore.expired` takes them."""
 
 
 class Maintenance:
@@ -135,6 +141,17 @@ class Maintenance:
         offsets, lane = core.offsets, core.offsets_lane
         if offsets is not None and lane is not None:
             try:
+                retention_ms, empty_since = core.offsets_expiry()
+                if retention_ms is not None:
+                    d = lane.submit(_expire_offsets, offsets, now, retention_ms, empty_since)
+                    work.append(
+                        d.addCallbacks(
+                            self._expired, self.failed, None, None, (OFFSETS_EXPIRY, OFFSETS_KEY)
+                        )
+                    )
+            except Exception:
+                self.failed(Failure(), OFFSETS_EXPIRY, OFFSETS_KEY)
+            try:
                 if offsets.needs_compaction():
                     d = lane.submit(offsets.compact)
                     work.append(
@@ -159,6 +176,14 @@ class Maintenance:
                 topic=key[0],
                 partition=key[1],
                 bases=deleted,
+            )
+
+    def _expired(self, doomed: list[tuple[str, str, int]]) -> None:
+        if doomed:
+            self.log.info(
+                "offsets retention expired {count} committed offset(s) of {groups} empty group(s)",
+                count=len(doomed),
+                groups=len({group for group, _t, _p in doomed}),
             )
 
     def _release(self, key: PartitionKey) -> None:
@@ -197,6 +222,18 @@ def guarded(task: str, maintenance: Maintenance, f: Callable[[], Any]) -> Callab
         return d.addErrback(maintenance.failed, task)
 
     return run
+
+
+def _expire_offsets(
+    offsets: OffsetsStore, now_ms: int, retention_ms: int, empty_since: dict[str, int | None]
+) -> list[tuple[str, str, int]]:
+    """Runs on the offsets lane (so after every commit queued before it): tombstone the
+    expired commits in one durable write; a commit queued after it wins over its tombstone."""
+    doomed = offsets.expired(now_ms, retention_ms, empty_since)
+    if doomed:
+        offsets.commit_many(doomed)
+        offsets.flush()
+    return doomed
 
 
 def _ignore(_: Any) -> None:

@@ -24,7 +24,7 @@ Record formats (big-endian; ``str`` is a u16 byte length then UTF-8):
   ``str metadata``. A 16-byte value is a commit without metadata, so logs
   written before metadata was kept still replay unchanged.
 - a null value is a tombstone: the key's commit is deleted (DeleteGroups,
-  OffsetDelete, deleting the topic); compaction drops both.
+  OffsetDelete, deleting the topic, expiry); compaction drops both.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import dataclasses
 import os
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
@@ -400,6 +400,21 @@ class OffsetsStore:
         so a topic re-created under its name starts with no positions)."""
         with self._lock:
             return sorted((g, p) for (g, t, p) in self._state if t == topic)
+
+    def expired(
+        self, now_ms: int, retention_ms: int, empty_since: Mapping[str, int | None]
+    ) -> list[tuple[str, str, int]]:
+        """The commits whose retention is over: of groups ``empty_since`` maps to a time
+        (None: the group is in use, keep everything; absent: keep), once both that time
+        and the commit are ``retention_ms`` old, Kafka's rule for a group gone empty."""
+        with self._lock:
+            items = list(self._state.items())
+        doomed = []
+        for (group, topic, partition), (_offset, committed_ms, _m) in items:
+            since = empty_since.get(group)
+            if since is not None and max(since, committed_ms) + retention_ms <= now_ms:
+                doomed.append((group, topic, partition))
+        return sorted(doomed)
 
     def commit(
         self, group: str, topic: str, partition: int, offset: int, metadata: str = ""

@@ -157,3 +157,69 @@ async def test_the_retention_loop_keeps_running_after_a_failure(
         assert failures >= 1
     finally:
         await running.stop()
+
+
+# -- offsets expiry ------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_offsets_of_empty_groups_expire_after_offsets_retention(
+    broker_factory: Any,
+) -> None:
+    """A group nobody is in loses its commits once they and its emptiness are
+    offsets_retention_ms old, for good; a group with a member keeps them."""
+    from twisted.internet import reactor, task
+
+    from rustka.broker.coordinator import JoinRequest
+    from rustka.broker.groups import GroupErrorCode
+
+    retention_ms = 200
+    settings = {"offsets_retention_ms": retention_ms, "retention_check_interval_ms": 3_600_000}
+    running = await broker_factory(**settings)
+    try:
+        core = running.broker
+        await within(core.create_topic("t", 2))
+        join = JoinRequest("live", "", "consumer", [("range", b"")], 10_000)
+        assert (await within(core.groups.join(join))).error == GroupErrorCode.NONE
+        await within(core.commit_offsets("idle", {("t", 0): 5, ("t", 1): 6}))
+        await within(core.commit_offsets("live", {("t", 0): 7}))
+        await within(core.enforce_retention())  # nothing is old enough yet
+        assert core.committed_offsets("idle") == {("t", 0): 5, ("t", 1): 6}
+        started = ms_now()
+        # The precondition is that the retention has passed, on the wall clock.
+        await within(task.deferLater(reactor, 2 * retention_ms / 1000, lambda: None))
+        assert ms_now() - started >= retention_ms
+        await within(core.enforce_retention())
+        assert core.committed_offsets("idle") == {}
+        assert "idle" not in core.group_names()
+        assert core.committed_offsets("live") == {("t", 0): 7}
+        core.groups.close()
+    finally:
+        await running.stop()
+    again = await broker_factory(**settings)
+    try:
+        core = again.broker
+        assert core.committed_offsets("idle") == {}  # the tombstones were durable
+        # Not seen since this start: it counts as empty from the start, not from before.
+        await within(core.enforce_retention())
+        assert core.committed_offsets("live") == {("t", 0): 7}
+    finally:
+        await again.stop()
+
+
+def test_expired_keeps_groups_in_use_and_counts_from_the_later_of_commit_and_empty(
+    tmp_path: Any,
+) -> None:
+    from rustka.config import Config
+    from rustka.storage.offsets import OffsetsStore
+
+    store = OffsetsStore.open(tmp_path, Config().log_config())
+    try:
+        store.commit_many([("a", "t", 0, 1), ("b", "t", 0, 2), ("c", "t", 0, 3), ("d", "t", 0, 4)])
+        now = ms_now() + 10_000
+        since = {"a": 0, "b": None, "c": now - 50}  # d: absent, kept
+        assert store.expired(now, 100, since) == [("a", "t", 0)]
+        assert store.expired(now + 60, 100, since) == [("a", "t", 0), ("c", "t", 0)]
+        assert store.expired(now, 100_000, since) == []
+    finally:
+        store.close()
