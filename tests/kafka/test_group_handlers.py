@@ -139,7 +139,7 @@ async def test_group_lifecycle_over_the_wire(kafka: tuple[RunningBroker, Any]) -
     assert some["topics"][0]["partitions"][0]["committed_offset"] == -1
 
     listed = await call(client, 16, {}, 2)
-    assert {"group_id": GROUP, "protocol_type": "consumer"} in listed["groups"]
+    assert (GROUP, "consumer") in {(g["group_id"], g["protocol_type"]) for g in listed["groups"]}
     described = await call(
         client, 15, {"groups": [GROUP, "nobody"], "include_authorized_operations": False}, 4
     )
