@@ -81,3 +81,30 @@ async def test_a_batch_larger_than_a_segment_is_stored_whole(
         assert sizes == [(0, len(small) + len(big)), (2, len(small))]
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_topics_configs_apply_to_the_seed_produce_too(broker: RunningBroker) -> None:
+    """The native seed Produce's broker-built batches get the topic's rules as client
+    batches do: LogAppendTime stamps them, compression.type recompresses them, and a
+    topic without configs stores them as before."""
+    configs = {"message.timestamp.type": "LogAppendTime", "compression.type": "gzip"}
+    c = await broker.client()
+    try:
+        assert await within(c.create_topic("seeded", 1, configs)) == 1
+        assert await within(c.create_topic("plain", 1)) == 1
+        for topic in ("seeded", "plain"):
+            for i in range(3):
+                await within(c.produce(topic, b"k", b"v%d" % i))
+        got = await within(c.fetch_batch("seeded", 0, 0))
+        assert [r.value for r in got.records] == [b"v0", b"v1", b"v2"]
+    finally:
+        await within(c.close())
+    stored = b"".join((await within(broker.broker.read("seeded", 0, 0, 1 << 20))).chunks)
+    batches, _ = scan_batches(stored)
+    assert len(batches) == 3
+    assert all(h.attributes & 0x07 == 1 and h.attributes & 0x08 for _, h in batches)
+    assert all(crc_ok(stored, pos, h) for pos, h in batches)
+    assert [r.timestamp for r in got.records] == [h.max_timestamp for _, h in batches]
+    plain = b"".join((await within(broker.broker.read("plain", 0, 0, 1 << 20))).chunks)
+    assert all(h.attributes == 0 for _, h in scan_batches(plain)[0])
