@@ -45,7 +45,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from _common import VALUE, key_for  # noqa: E402
+from _common import VALUE, key_for, process_cpu  # noqa: E402
 
 from rustka.config import Config  # noqa: E402
 from rustka.record.batch import Record, encode_batch, ms_now  # noqa: E402
@@ -178,6 +178,11 @@ class Broker:
                 return float(line.split()[1])
         return 0.0
 
+    def moved(self) -> float:
+        """Bytes the cleaner read and wrote so far."""
+        read = self.metric("rustka_cleaner_bytes_read_total")
+        return read + self.metric("rustka_cleaner_bytes_written_total")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -248,6 +253,7 @@ def k1_with_and_without(
     chosen = variants(limits)
     rates: dict[str, list[float]] = {name: [] for name in chosen}
     cleaned: dict[str, list[float]] = {name: [] for name in chosen}
+    cpu_per_mb: dict[str, list[float]] = {name: [] for name in chosen}
     for round_number in range(rounds):
         for name, settings in chosen.items():
             data_dir = base / f"data-{round_number}-{len(rates[name])}-{abs(hash(name))}"
@@ -261,8 +267,14 @@ def k1_with_and_without(
                         if time.monotonic() > deadline:
                             raise RuntimeError("the cleaner did not start")
                         time.sleep(0.05)
-                before = broker.metric("rustka_cleaner_bytes_read_total")
-                before += broker.metric("rustka_cleaner_bytes_written_total")
+                    # The cleaner alone for a while: its CPU per MB it moves, which
+                    # the load of other processes on the machine does not change.
+                    moved0, cpu0 = broker.moved(), process_cpu(broker.proc.pid)
+                    time.sleep(3)
+                    moved1, cpu1 = broker.moved(), process_cpu(broker.proc.pid)
+                    if moved1 > moved0:
+                        cpu_per_mb[name].append((cpu1 - cpu0) / ((moved1 - moved0) / MB))
+                before = broker.moved()
                 rounds_before = broker.metric("rustka_cleaner_rounds_total")
                 started = time.monotonic()
                 try:
@@ -271,8 +283,7 @@ def k1_with_and_without(
                     tail = broker.log.read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"{name}: {e}\nbroker log:\n{tail}") from None
                 window = time.monotonic() - started
-                after = broker.metric("rustka_cleaner_bytes_read_total")
-                after += broker.metric("rustka_cleaner_bytes_written_total")
+                after = broker.moved()
                 rounds_after = broker.metric("rustka_cleaner_rounds_total")
             finally:
                 broker.stop()
@@ -300,6 +311,12 @@ def k1_with_and_without(
                 "k1_records_per_s": rate,
                 "ratio": rate / base_rate,
                 "cleaner_mb_per_s": statistics.median(cleaned[name]),
+                "cleaner_cpu_s_per_mb": (
+                    statistics.median(cpu_per_mb[name]) if cpu_per_mb[name] else None
+                ),
+                "paired_ratios": [
+                    r / b for r, b in zip(rates[name], rates["no cleaner"], strict=True)
+                ],
                 "runs": rates[name],
             }
         )
@@ -316,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes, one round (a few minutes)")
     ap.add_argument("--rounds", type=int, default=None, help="K1 rounds (default 3, quick 1)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--k1-records", type=int, default=None, help="K1 records per run")
+    ap.add_argument("--churn-mb", type=int, default=None, help="the dirty partition's size")
     ap.add_argument(
         "--limits",
         default="default,none",
@@ -331,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         produce = k1_with_and_without(
             Path(tmp),
-            150 if args.quick else 600,
-            100_000 if args.quick else 1_000_000,
+            args.churn_mb or (150 if args.quick else 600),
+            args.k1_records or (100_000 if args.quick else 1_000_000),
             rounds,
             args.limits.split(","),
         )
@@ -350,12 +369,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{m['counted_mb_per_million_keys']:.0f} MB, {m['bound_bytes_per_key']} bytes per key)"
     )
     print(f"\nK1 ({produce['k1_records']} records) beside a {produce['churn_mb']} MB dirty log:")
-    print(f"{'variant':32} {'K1 K rec/s':>11} {'ratio':>7} {'cleaner r+w MB/s':>17}")
+    print(
+        f"{'variant':32} {'K1 K rec/s':>11} {'ratio':>7} {'paired':>7} "
+        f"{'cleaner r+w MB/s':>17} {'cleaner CPU s/MB':>17}"
+    )
     for row in produce["rows"]:
+        cpu = row["cleaner_cpu_s_per_mb"]
         print(
             f"{row['variant']:32} {row['k1_records_per_s'] / 1000:11.1f} {row['ratio']:7.2f} "
-            f"{row['cleaner_mb_per_s']:17.1f}"
+            f"{statistics.median(row['paired_ratios']):7.2f} {row['cleaner_mb_per_s']:17.1f} "
+            f"{'-' if cpu is None else f'{cpu:.3f}':>17}"
         )
+    print(
+        "ratio: median K1 rate over the median without the cleaner; paired: median of each "
+        "round's ratio to that round's run without it"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
