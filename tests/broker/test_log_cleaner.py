@@ -15,6 +15,7 @@ from prometheus_client import generate_latest
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from rustka.broker.core import SET
 from rustka.broker.log_cleaner import BURST_S
 from rustka.errors import InvalidBatch
 from rustka.ops.metrics import metrics_registry
@@ -221,6 +222,34 @@ async def test_cleaner_metrics(broker_factory: Any) -> None:
         assert 'rustka_cleaner_dirty_ratio{partition="0",topic="metered"}' in text
         assert 'rustka_cleaner_last_clean_timestamp_seconds{partition="0",topic="metered"}' in text
         assert "rustka_cleaner_rounds_total 1.0" in text
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_topic_compacts_by_its_own_cleanup_policy(broker_factory: Any) -> None:
+    """The cleaner takes everything from the partition's LogConfig: a topic created with
+    cleanup.policy=compact is cleaned beside one that is not, and a topic altered to
+    compact is cleaned from then on."""
+    running = await broker_factory(cleaner_backoff_ms=3_600_000, flush="never")
+    try:
+        core = running.broker
+        small = {"segment.bytes": "4096"}
+        await within(core.create_topic("table", 1, {"cleanup.policy": "compact", **small}))
+        await within(core.create_topic("events", 1, small))
+        await produce(running, "table", 60)
+        await produce(running, "events", 60)
+        await within(core.cleaner.run_pass())
+        partitions = core.cleaner.totals.partitions
+        assert partitions[("table", 0)].rounds == 1 and ("events", 0) not in partitions
+        assert len(stored(core.partition("events", 0))) == 600
+        await within(core.alter_topic_configs("events", [("cleanup.policy", SET, "compact")]))
+        assert core.partition("events", 0).config.compact
+        await within(core.cleaner.run_pass())
+        assert partitions[("events", 0)].rounds == 1
+        events = core.partition("events", 0)
+        sealed = [r for r in stored(events) if r.offset < events.segments[-1].base_offset]
+        assert len({r.key for r in sealed}) == len(sealed) == 10
     finally:
         await running.stop()
 
