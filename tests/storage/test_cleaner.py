@@ -39,7 +39,13 @@ from rustka.storage.cleaner import (
     map_entry_bytes,
 )
 from rustka.storage.log_config import LogConfig
-from rustka.storage.log_files import CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, CLEANER_SWAP_FILE
+from rustka.storage.log_files import (
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    CLEANER_SWAP_FILE,
+    CleanerSwap,
+    encode_cleaner_swap,
+)
 from rustka.storage.partition_log import PartitionLog, SegmentsChanged
 from rustka.storage.producer_state import SNAPSHOT_FILE
 
@@ -579,3 +585,24 @@ def test_a_damaged_swap_file_is_refused_with_a_clear_error(tmp_path: Path) -> No
     (tmp_path / CLEANER_SWAP_FILE).write_bytes(b"RKCS\x01 torn")
     with pytest.raises(StorageError, match="cleaner-swap is damaged"):
         open_log(tmp_path)
+
+
+def test_rustka_check_reports_the_cleaner_files(tmp_path: Path) -> None:
+    """A damaged checkpoint is a problem of its own file, and a swap file left by a crash
+    is a note (the next start finishes the swap); the cleaned segments' gaps are not."""
+    directory = tmp_path / "topic" / "0"
+    log = open_log(directory)
+    for i in range(30):
+        put(log, b"k%d" % (i % 2), b"v%d" % i)
+    log.roll()
+    clean(log)
+    log.close()
+    assert not inspect.check_data_dir(tmp_path).problems
+    (directory / CLEANER_SWAP_FILE).write_bytes(encode_cleaner_swap(CleanerSwap(0, (0,), 30)))
+    report = inspect.check_data_dir(tmp_path)
+    assert not report.problems
+    assert any("being swapped in" in note for note in report.notes)
+    os.unlink(directory / CLEANER_SWAP_FILE)
+    (directory / CLEANER_CHECKPOINT_FILE).write_bytes(b"\x00" * 28)
+    problems = inspect.check_data_dir(tmp_path).problems
+    assert any(p.file.endswith(CLEANER_CHECKPOINT_FILE) for p in problems), problems
