@@ -91,5 +91,5 @@ def test_an_unknown_code_in_a_filter_is_refused() -> None:
 def test_enum_names_parse_as_the_cli_writes_them() -> None:
     assert parse_enum(Operation, "describe-configs") is Operation.DESCRIBE_CONFIGS
     assert parse_enum(ResourceType, "Topic") is ResourceType.TOPIC
-    with pytest.raises(AclError, match="one of: .*read"):
+    with pytest.raises(AclError, match=r"one of: .*read"):
         parse_enum(Operation, "reed")
