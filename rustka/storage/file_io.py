@@ -76,14 +76,19 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def replace_file(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace a small file whole: write ``path`` + ".tmp", fsync it, rename it over
     ``path``, fsync the directory. A crash leaves the old file or the new one, and at
-    worst a ``.tmp`` leftover; OSError is the caller's to report."""
+    worst a ``.tmp`` leftover; OSError is the caller's to report.
+
+    ``mode`` is set on the temporary file before any byte is written, so a secret
+    (the credential file, mode 0600) is never readable by others, not even briefly
+    through a leftover ``.tmp`` that an earlier run created with wider permissions."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, mode)
         try:
+            os.fchmod(fd, mode)
             write_all(fd, data)
             os.fsync(fd)
         finally:
