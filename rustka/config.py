@@ -130,12 +130,29 @@ _MANHOLE = Group(
 Manhole admin shell over SSH (off unless set). Public-key login only:
 manhole_authorized_keys names an OpenSSH authorized_keys file.""",
 )
+_AUTHORIZATION = Group(
+    "Authorization",
+    """\
+ACLs in Kafka's model (docs/security.md, "Authorization (ACLs)"): with
+authorizer_enabled, every request of both protocols is checked against the
+ACLs in the data directory's acls file, managed with CreateAcls/DeleteAcls or
+`rustka acls`. A principal is "User:NAME"; unauthenticated clients are
+User:ANONYMOUS.""",
+)
 _OBSERVE = Group("Metrics and logs")
 
 
 def _host_name(host: str) -> str | None:
     if len(host) > 255 or not host.strip() or host.split() != [host]:
         return f"expected a host name or IP address, got {host!r}"
+    return None
+
+
+def _principals(value: str) -> str | None:
+    for principal in split_list(value):
+        kind, sep, name = principal.partition(":")
+        if not sep or not kind or not name:
+            return f"each principal is TYPE:NAME, such as User:admin, not {principal!r}"
     return None
 
 
@@ -477,6 +494,31 @@ class Config:
         "Longest a graceful stop waits for in-flight work.",
         _CONNECTIONS,
         minimum=0,
+    )
+    authorizer_enabled: bool = setting(
+        Kind.BOOL,
+        False,
+        "Check every request against the ACLs. Off, every client may do everything, as "
+        "before; turn it on only with authenticated listeners, or every ACL must name "
+        "User:ANONYMOUS.",
+        _AUTHORIZATION,
+    )
+    super_users: str = setting(
+        Kind.LIST,
+        "",
+        "Principals allowed everything whatever the ACLs say (Kafka's super.users), such "
+        'as "User:admin".',
+        _AUTHORIZATION,
+        example="User:admin",
+        check=_principals,
+    )
+    allow_everyone_if_no_acl_found: bool = setting(
+        Kind.BOOL,
+        False,
+        "Whether a resource no ACL mentions is open to all (Kafka's "
+        "allow.everyone.if.no.acl.found). Off, the safe default: what no ACL allows is "
+        "denied.",
+        _AUTHORIZATION,
     )
     manhole: str | None = setting(
         Kind.STRING,
