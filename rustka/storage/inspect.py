@@ -8,7 +8,8 @@ describes: ``.log`` segments of RecordBatch v2, ``.index`` entries of 8 bytes
 (u32 relative offset, u32 position), ``.timeindex`` entries of 12 bytes
 (i64 timestamp, u32 relative offset), the ``recovery-point`` file (u64 offset,
 u32 CRC-32C of it), the log cleaner's ``cleaner-checkpoint`` and ``cleaner-swap``
-files (rustka/storage/log_files.py), each topic's ``topic-config`` file (its
+files (rustka/storage/log_files.py), the ``log-start-offset`` file DeleteRecords writes
+(u64 offset, u32 CRC-32C; it must not lie past the log end), each topic's ``topic-config`` file (its
 own Kafka topic configs, checked by their declarations in rustka/config.py as
 the broker checks them when it opens the topic) and the ``.clean-shutdown``
 marker. Offsets
@@ -35,6 +36,7 @@ from rustka.storage.log_files import (
     CLEANER_CHECKPOINT_FILE,
     CLEANER_SWAP_FILE,
     INDEX_SUFFIX,
+    LOG_START_FILE,
     LOG_SUFFIX,
     RECOVERY_POINT_FILE,
     TIME_INDEX_SUFFIX,
@@ -44,6 +46,7 @@ from rustka.storage.log_files import (
     base_offset_of,
     decode_cleaner_checkpoint,
     decode_cleaner_swap,
+    decode_log_start,
     decode_recovery_point,
     decode_topic_config,
     log_name,
@@ -355,6 +358,7 @@ def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
                     f"{directory / name}: no matching {LOG_SUFFIX} (ignored at startup and removed)"
                 )
     _check_recovery_point(directory, previous_end, report)
+    _check_log_start(directory, bases[0] if bases else None, previous_end, report)
 
 
 def _check_cleaner_files(directory: Path, names: list[str], report: Report) -> int:
@@ -535,6 +539,40 @@ def _check_time_index(
             report.problems.append(
                 Problem(where, at, f"entry {n} names offset {base + rel}, which starts no batch")
             )
+
+
+def _check_log_start(
+    directory: Path, first_base: int | None, end: int | None, report: Report
+) -> None:
+    """Where DeleteRecords put the log start: an intact file, not past the log end.
+
+    Past the end means segments were lost below it (the next start deletes the
+    rest and starts the log there, as Kafka's loader does); below the first
+    segment it is stale (retention deleted further) and harmless.
+    """
+    path = directory / LOG_START_FILE
+    if not path.exists():
+        return
+    report.files_checked += 1
+    try:
+        offset = decode_log_start(_read(path))
+    except DamagedFile as e:
+        report.problems.append(Problem(str(path), None, str(e)))
+        return
+    if end is not None and offset > end:
+        report.problems.append(
+            Problem(
+                str(path),
+                0,
+                f"log start {offset} is past the log end {end}: segments below it are "
+                f"missing (the next start deletes the others and starts the log at {offset})",
+            )
+        )
+    elif first_base is not None and offset > first_base:
+        report.notes.append(
+            f"{path}: DeleteRecords moved the log start to {offset}; offsets "
+            f"{first_base}..{offset - 1} are still on disk until retention deletes them"
+        )
 
 
 def _check_recovery_point(directory: Path, end: int | None, report: Report) -> None:

@@ -6,7 +6,8 @@ A partition directory holds segments named by their base offset in 20 digits
 torn write reads as "unknown"), on a compacted log the ``cleaner-checkpoint``
 and, while a cleaned segment is being swapped in, ``cleaner-swap`` (both
 below), and, briefly, leftovers of interrupted work (``.deleted``, ``.tmp``,
-``.cleaned``). A topic directory holds its partition folders and, when the
+``.cleaned``), and once DeleteRecords moved the log start into or past the first
+segment, ``log-start-offset`` (below). A topic directory holds its partition folders and, when the
 topic has configs of its own (Kafka topic configs, docs/kafka.md "Topic
 configs"), the ``topic-config`` file (below). The data dir holds ``.clean-shutdown``
 while the broker is stopped cleanly. Everything that writes, repairs or only
@@ -30,6 +31,7 @@ __all__ = [
     "DELETED_SUFFIX",
     "INDEX_SUFFIX",
     "LEFTOVER_SUFFIXES",
+    "LOG_START_FILE",
     "LOG_SUFFIX",
     "NAME_DIGITS",
     "RECOVERY_POINT_FILE",
@@ -44,10 +46,12 @@ __all__ = [
     "base_offset_of",
     "decode_cleaner_checkpoint",
     "decode_cleaner_swap",
+    "decode_log_start",
     "decode_recovery_point",
     "decode_topic_config",
     "encode_cleaner_checkpoint",
     "encode_cleaner_swap",
+    "encode_log_start",
     "encode_recovery_point",
     "encode_topic_config",
     "index_name",
@@ -68,6 +72,7 @@ LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)
 RECOVERY_POINT_FILE = "recovery-point"
 CLEANER_CHECKPOINT_FILE = "cleaner-checkpoint"
 CLEANER_SWAP_FILE = "cleaner-swap"
+LOG_START_FILE = "log-start-offset"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 TOPIC_CONFIG_FILE = "topic-config"
 NAME_DIGITS = 20
@@ -135,6 +140,30 @@ _CRC = struct.Struct(">I")
 
 class DamagedFile(ValueError):
     """A small checkpoint file whose length, magic or CRC-32C is wrong."""
+
+
+# --------------------------------------------------------------------------- log start
+
+
+def encode_log_start(offset: int) -> bytes:
+    """The ``log-start-offset`` file's 12 bytes: u64 offset, then the CRC-32C of those 8.
+
+    Kafka's log-start-offset checkpoint, one file per partition: where DeleteRecords
+    moved the log start, which may lie inside a segment, so it cannot be derived
+    from the segment names as the rest of the log's bounds are. Replaced whole
+    (file_io.replace_file), so a crash leaves the old offset or the new one.
+    """
+    return _RECOVERY_POINT.pack(offset, crc32c(offset.to_bytes(8, "big")))
+
+
+def decode_log_start(data: bytes) -> int:
+    """The offset the file records; DamagedFile if its length or CRC is wrong."""
+    if len(data) != RECOVERY_POINT_SIZE:
+        raise DamagedFile(f"{len(data)} bytes, expected {RECOVERY_POINT_SIZE}")
+    offset, checksum = _RECOVERY_POINT.unpack(data)
+    if crc32c(data[:8]) != checksum:
+        raise DamagedFile("checksum mismatch")
+    return int(offset)
 
 
 # --------------------------------------------------------------------------- cleaner files

@@ -247,6 +247,10 @@ def _is_topic_name(name: str) -> bool:
 def _recovery_reports(topic: Topic) -> list[RecoveryReport]:
     reports: list[RecoveryReport] = []
     for index, log in enumerate(topic.partitions):
+        if log.log_start_note is not None:
+            reports.append(
+                RecoveryReport(topic.name, index, log.log_start_offset, log.log_start_note)
+            )
         for segment in log.segments:
             detail = getattr(segment, "last_recovery", None)
             if detail:

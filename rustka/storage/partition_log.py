@@ -16,6 +16,14 @@ commit point, and opening finishes a swap a crash interrupted, or removes the
 ``.cleaned`` files of one that never reached it (docs/kafka.md, "Log
 compaction"). The ``cleaner-checkpoint`` says where the uncleaned part starts
 and below which segments may hold the gaps cleaning leaves.
+
+The log start is the first segment's base offset unless DeleteRecords moved it
+further, possibly into the middle of a segment (Kafka's log start offset). The
+``log-start-offset`` file keeps that offset across restarts; it is written
+(replaced whole, fsynced) before readers see the new start, so an answered
+DeleteRecords survives a crash. Reads below the log start are OffsetOutOfRange
+even where a segment still holds the records, and retention deletes the
+segments that lie wholly below it (docs/kafka.md, "DeleteRecords").
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from rustka.record.batch import (
     set_base_offset,
     validate_batches,
 )
-from rustka.storage.file_io import close_all, fsync_dir
+from rustka.storage.file_io import close_all, fsync_dir, replace_file
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import (
     CLEANED_SUFFIX,
@@ -54,6 +62,7 @@ from rustka.storage.log_files import (
     CLEANER_SWAP_FILE,
     INDEX_SUFFIX,
     LEFTOVER_SUFFIXES,
+    LOG_START_FILE,
     LOG_SUFFIX,
     RECOVERY_POINT_FILE,
     SEGMENT_SUFFIXES,
@@ -65,9 +74,11 @@ from rustka.storage.log_files import (
     base_offset_of,
     decode_cleaner_checkpoint,
     decode_cleaner_swap,
+    decode_log_start,
     decode_recovery_point,
     encode_cleaner_checkpoint,
     encode_cleaner_swap,
+    encode_log_start,
     encode_recovery_point,
     segment_file_name,
 )
@@ -112,12 +123,16 @@ class PartitionLog:
         segments: list[Segment],
         recovery_point: int,
         clock: Callable[[], int],
+        log_start: int = 0,
     ) -> None:
         """Use ``open``; this only wires up already-loaded segments."""
         self.directory = directory
         self.config = config
         self._clock = clock
         self._segments = segments
+        # Where DeleteRecords put the log start; the first segment's base counts when
+        # it is higher (retention deleted past it).
+        self._log_start = log_start
         self._recovery_point = recovery_point
         # Time-based rolling counts from the later of the first batch's timestamp
         # and when this process started the segment, so batches with old client
@@ -129,6 +144,8 @@ class PartitionLog:
         self._view = self._make_view(sum(s.size for s in segments))
         self._producers = ProducerStateManager()
         self.producer_state_problems: list[str] = []
+        # What opening found wrong with the log-start-offset file, for the startup log.
+        self.log_start_note: str | None = None
         self._cleaner = CleanerCheckpoint()
 
     # ------------------------------------------------------------------ opening
@@ -155,6 +172,7 @@ class PartitionLog:
         except OSError as e:
             raise StorageError(f"cannot list partition directory {directory}: {e}") from e
         recovery_point = _read_recovery_point(directory)
+        log_start, log_start_note = _read_log_start(directory)
         checkpoint = _read_cleaner_checkpoint(directory, bases, config.compact)
         interval = config.index_interval_bytes
         segments: list[Segment] = []
@@ -175,6 +193,18 @@ class PartitionLog:
                         reason=f"{info.reason}; later segments {dropped} deleted",
                     )
                     break
+            if segments and segments[-1].next_offset < log_start:
+                # Segment files lost below a DeleteRecords (Kafka's LogLoader: delete them
+                # all and start the log at the stored log start, so no deleted offset is
+                # handed out again).
+                log_start_note = (
+                    f"the log ended at {segments[-1].next_offset}, below its log start "
+                    f"{log_start}: its segments were deleted and it starts at {log_start}"
+                )
+                close_all(segments)
+                _remove_segment_files(directory, [seg.base_offset for seg in segments])
+                segments = [Segment.create(directory, log_start, interval)]
+                fsync_dir(directory)
             if not segments:
                 segments.append(Segment.create(directory, 0, interval))
                 fsync_dir(directory)
@@ -186,8 +216,9 @@ class PartitionLog:
             for seg in segments:
                 seg.close()
             raise
-        log = cls(directory, config, segments, recovery_point, clock)
+        log = cls(directory, config, segments, recovery_point, clock, log_start)
         log._cleaner = checkpoint
+        log.log_start_note = log_start_note
         try:
             log._load_producer_state()
             if recovery_point != segments[-1].base_offset:
@@ -244,9 +275,8 @@ class PartitionLog:
         segments = tuple(self._segments) if view is None else view.segments
         bases = tuple(s.base_offset for s in segments) if view is None else view.bases
         active = segments[-1]
-        return _View(
-            segments, bases, segments[0].base_offset, active.next_offset, active.size, size_bytes
-        )
+        log_start = max(segments[0].base_offset, self._log_start)
+        return _View(segments, bases, log_start, active.next_offset, active.size, size_bytes)
 
     @property
     def log_start_offset(self) -> int:
@@ -575,14 +605,17 @@ class PartitionLog:
 
         Kafka's ListOffsets by time: segments are tried oldest first, skipping
         those whose max timestamp is older; within one the time index narrows the
-        walk. None when no stored record is that new.
+        walk; records below the log start are never an answer (Kafka searches from
+        its log start offset). None when no stored record is that new.
         """
         view = self._view
         last = len(view.segments) - 1
         for i, seg in enumerate(view.segments):
-            if seg.max_timestamp < timestamp:
+            if seg.max_timestamp < timestamp or seg.next_offset <= view.log_start:
                 continue
-            hit = seg.find_offset_by_timestamp(timestamp, view.active_size if i == last else None)
+            hit = seg.find_offset_by_timestamp(
+                timestamp, view.active_size if i == last else None, min_offset=view.log_start
+            )
             if hit is not None and hit[0] < view.end:
                 return hit
         return None
@@ -597,8 +630,10 @@ class PartitionLog:
         closed now, which gives in-flight readers one retention interval.
         Returns the base offsets deleted.
 
-        Only under cleanup.policy "delete" (or "compact,delete"): a compact-only
-        log keeps its segments for the cleaner. A compacted log's active
+        Segments wholly below the log start DeleteRecords set go under any
+        cleanup.policy. Time and size retention only under cleanup.policy
+        "delete" (or "compact,delete"): a compact-only log keeps its segments
+        for the cleaner. A compacted log's active
         segment is rolled once it is older than segment_ms even if nothing is
         appended, because the cleaner never touches the active segment: without
         the roll the last records of an idle topic would never be compacted
@@ -609,15 +644,24 @@ class PartitionLog:
         config = self.config
         if config.compact and self._past_segment_ms(self._segments[-1], now_ms):
             self.roll()
-        if not config.delete:
-            return []
-        retention_ms = config.retention_ms
-        retention_bytes = config.retention_bytes
         candidates = self._segments[:-1]
         active = self._segments[-1]
         total = self._view.size_bytes
+        # Below the log start DeleteRecords set, whatever the cleanup policy (Kafka's
+        # deleteLogStartOffsetBreachedSegments): a segment whose successor starts at
+        # or below it holds nothing readable.
         count = 0
-        for seg in candidates:
+        log_start = self._view.log_start
+        for seg, successor in zip(candidates, self._segments[1:], strict=False):
+            if successor.base_offset > log_start:
+                break
+            total -= seg.size
+            count += 1
+        if not config.delete:
+            return self._delete_oldest(count)
+        retention_ms = config.retention_ms
+        retention_bytes = config.retention_bytes
+        for seg in candidates[count:]:
             expired = retention_ms is not None and self._segment_time(seg) < now_ms - retention_ms
             oversize = retention_bytes is not None and total > retention_bytes
             if not (expired or oversize):
@@ -634,6 +678,37 @@ class PartitionLog:
         ):
             self.roll()
         return deleted
+
+    def delete_records(self, offset: int) -> int:
+        """Move the log start up to ``offset`` (Kafka's DeleteRecords); returns the log start.
+
+        ``offset`` is at most the end (the high watermark; -1 means it), else
+        OffsetOutOfRange. The log start never moves back: an offset at or below
+        it changes nothing. The new start may lie inside a segment. The records
+        below it are unreadable from the moment this returns; their segments
+        are deleted by the next retention pass once the whole segment lies
+        below. Durable before it is visible: the end is fsynced first (so the
+        log start never points past what a crash can keep) and then the
+        ``log-start-offset`` file is replaced (tmp, fsync, rename, fsync dir).
+        """
+        self._check_writable()
+        view = self._view
+        target = view.end if offset == -1 else offset
+        if target < 0 or target > view.end:
+            raise OffsetOutOfRange(offset, view.log_start, view.end)
+        if target <= view.log_start:
+            return view.log_start
+        if self.config.flush != "always":
+            self._fsync(self._segments[-1])
+        try:
+            replace_file(self.directory / LOG_START_FILE, encode_log_start(target))
+        except OSError as e:
+            raise StorageError(
+                f"cannot move the log start of {self.directory} to {target}: {e.strerror}"
+            ) from e
+        self._log_start = target
+        self._publish(self._view.size_bytes, segments_changed=False)
+        return self._view.log_start
 
     def delete_before(self, offset: int) -> list[int]:
         """Delete the oldest non-active segments whose offsets all lie below ``offset``."""
@@ -938,6 +1013,30 @@ def _remove_segment_files(directory: Path, bases: Sequence[int]) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / segment_file_name(base, suffix))
     fsync_dir(directory)
+
+
+def _read_log_start(directory: Path) -> tuple[int, str | None]:
+    """Where DeleteRecords put the log start (0 if it never did), and what was wrong.
+
+    A damaged file is the one case without a safe answer: the records it hid
+    are still stored, and losing data is worse than showing deleted records
+    again, so the log starts at its first segment and the note says so (``rustka
+    check`` reports the damage).
+    """
+    path = directory / LOG_START_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0, None
+    except OSError as e:
+        raise StorageError(f"cannot read the log start offset of {directory}: {e.strerror}") from e
+    try:
+        return decode_log_start(data), None
+    except DamagedFile as e:
+        return 0, (
+            f"{path} is damaged ({e}): the log starts at its first segment, so records "
+            f"DeleteRecords removed below it may be served again"
+        )
 
 
 def _read_recovery_point(directory: Path) -> int:

@@ -784,7 +784,7 @@ class Segment:
             position += at
 
     def find_offset_by_timestamp(
-        self, timestamp: int, max_position: int | None = None
+        self, timestamp: int, max_position: int | None = None, *, min_offset: int = 0
     ) -> tuple[int, int] | None:
         """The first (offset, timestamp) here whose record timestamp is >= ``timestamp``.
 
@@ -793,7 +793,8 @@ class Segment:
         reaches ``timestamp``, and its records give the exact offset (Kafka's
         ListOffsets rule). A batch whose records cannot be decoded here
         answers with its base offset and max timestamp. None if no record in
-        this segment is that new. ``max_position`` bounds the walk as in ``read``.
+        this segment is that new. ``max_position`` bounds the walk as in ``read``;
+        offsets below ``min_offset`` (the log start) are never the answer.
         """
         size, _, max_ts = self._state
         if max_position is not None:
@@ -802,17 +803,22 @@ class Segment:
             return None
         start = self.time_index.lookup(timestamp)
         for pos, header in self.headers_from(start, size):
-            if header.max_timestamp < timestamp:
+            if header.max_timestamp < timestamp or header.last_offset < min_offset:
                 continue
             data = self._pread(header.size, pos)
             try:
                 records = decode_records(data, 0, verify=True)
             except (InvalidBatch, CorruptBatch):
-                return header.base_offset, header.max_timestamp
+                return max(header.base_offset, min_offset), header.max_timestamp
             for record in records:
-                if record.timestamp is not None and record.timestamp >= timestamp:
+                if (
+                    record.timestamp is not None
+                    and record.timestamp >= timestamp
+                    and (record.offset is None or record.offset >= min_offset)
+                ):
                     return record.offset, record.timestamp
-            return header.base_offset, header.max_timestamp
+            if header.base_offset >= min_offset:
+                return header.base_offset, header.max_timestamp
         return None
 
     def _corrupt(self, pos: int, header: BatchHeader | None, why: str) -> CorruptBatch:

@@ -605,3 +605,234 @@ def test_a_segment_rolls_when_its_index_is_full(tmp_path: Path) -> None:
         assert len(roomy.segments) == 1
     finally:
         roomy.close()
+
+
+# -- DeleteRecords: the log start inside a segment -------------------------------------------
+
+
+def log_start_file(directory: Path) -> int:
+    from rustka.storage.log_files import LOG_START_FILE, decode_log_start
+
+    return decode_log_start((directory / LOG_START_FILE).read_bytes())
+
+
+def test_delete_records_moves_the_log_start_into_a_segment(tmp_path: Path) -> None:
+    """The new start lies inside the first segment: reads below it are out of range, the
+    batch holding it is still served whole, and it never moves back."""
+    directory = tmp_path / "t" / "0"
+    log = PartitionLog.open(directory, config(segment_bytes=10_000))
+    fill(log, 10, records=3)  # batches of 3: offsets 0..29 in one segment
+    assert len(log.segments) == 1
+    assert log.delete_records(7) == 7
+    assert (log.log_start_offset, log.end_offset) == (7, 30)
+    assert log_start_file(directory) == 7
+    with pytest.raises(OffsetOutOfRange) as info:
+        log.read(6, 100)
+    assert (info.value.log_start, info.value.end) == (7, 30)
+    with pytest.raises(OffsetOutOfRange):
+        log.read_record(3)
+    # The batch 6..8 holds offset 7: served whole, the reader skips what is below.
+    assert [r.offset for r in values_at(log, 7)] == [7, 8]
+    assert log.read_record(7).value == b"value-2-1"  # type: ignore[union-attr]
+    assert log.delete_records(5) == 7  # never backwards
+    assert log.delete_records(7) == 7
+    assert log.describe()["log_start"] == 7
+    log.close()
+
+
+def test_delete_records_to_the_high_watermark_and_beyond(tmp_path: Path) -> None:
+    """-1 is the high watermark (the end, on one node); past it is OffsetOutOfRange and
+    nothing changes; a negative offset other than -1 likewise."""
+    log = PartitionLog.open(tmp_path / "t" / "0", config())
+    fill(log, 4)
+    for bad in (5, -2):
+        with pytest.raises(OffsetOutOfRange):
+            log.delete_records(bad)
+    assert log.log_start_offset == 0
+    assert log.delete_records(-1) == 4
+    assert (log.log_start_offset, log.end_offset) == (4, 4)
+    assert log.read(4, 100) == b""
+    log.append(payload(9))
+    assert [r.offset for r in values_at(log, 4)] == [4]
+    log.close()
+
+
+def test_list_offsets_by_time_never_answers_below_the_log_start(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t" / "0", config(segment_bytes=10_000))
+    fill(log, 6, records=2)  # offsets 2i, 2i+1 stamped TS + i
+    log.delete_records(5)
+    assert log.offset_for_timestamp(TS) == (5, TS + 2)
+    assert log.offset_for_timestamp(TS + 3) == (6, TS + 3)
+    log.close()
+
+
+def test_log_start_survives_a_restart_and_retention_deletes_segments_below_it(
+    tmp_path: Path,
+) -> None:
+    """Kept in log-start-offset across a reopen (with or without recovery); the next
+    retention pass deletes the segments wholly below it even on a compact-only log,
+    keeps the one it falls in, and the start stays where it was put."""
+    directory = tmp_path / "t" / "0"
+    log = PartitionLog.open(directory, config())
+    fill(log, 30)
+    bases = [seg.base_offset for seg in log.segments]
+    assert len(bases) >= 4
+    inside = bases[2] + 1
+    log.delete_records(inside)
+    log.close()
+    for recover in (False, True):
+        log = PartitionLog.open(directory, config(), recover=recover)
+        assert (log.log_start_offset, log.end_offset) == (inside, 30)
+        with pytest.raises(OffsetOutOfRange):
+            log.read(inside - 1, 10)
+        log.close()
+    log = PartitionLog.open(directory, config(cleanup_policy="compact"))
+    assert log.enforce_retention(TS) == bases[:2]
+    assert log.segments[0].base_offset == bases[2]
+    assert log.log_start_offset == inside
+    log.close()
+    log = PartitionLog.open(directory, config())
+    assert log.log_start_offset == inside and log.segments[0].base_offset == bases[2]
+    log.close()
+
+
+def test_log_start_when_retention_deleted_past_it(tmp_path: Path) -> None:
+    """A stale stored start below the first segment counts for nothing."""
+    directory = tmp_path / "t" / "0"
+    log = PartitionLog.open(directory, config())
+    fill(log, 30)
+    log.delete_records(1)
+    second = log.segments[2].base_offset
+    log.delete_before(second)
+    assert log.log_start_offset == second
+    log.close()
+    log = PartitionLog.open(directory, config())
+    assert log.log_start_offset == second
+    log.close()
+
+
+def test_an_interrupted_log_start_write_keeps_the_old_start(tmp_path: Path) -> None:
+    """A crash before the rename leaves log-start-offset.tmp (torn, garbage): opening
+    removes it and keeps the start the last complete write recorded."""
+    from rustka.storage.log_files import LOG_START_FILE
+
+    directory = tmp_path / "t" / "0"
+    log = PartitionLog.open(directory, config())
+    fill(log, 10)
+    log.delete_records(3)
+    log.close()
+    (directory / (LOG_START_FILE + ".tmp")).write_bytes(b"\x00\x00\x00")
+    log = PartitionLog.open(directory, config(), recover=True)
+    assert log.log_start_offset == 3 and log.log_start_note is None
+    assert not (directory / (LOG_START_FILE + ".tmp")).exists()
+    log.close()
+
+
+def test_a_damaged_log_start_file_loses_no_record(tmp_path: Path) -> None:
+    """Damage cannot say where the start was: the log starts at its first segment (the
+    records are still there), the open says so, and rustka check reports the file."""
+    from rustka.storage.inspect import check_data_dir
+    from rustka.storage.log_files import LOG_START_FILE
+
+    directory = tmp_path / "t" / "0"
+    log = PartitionLog.open(directory, config())
+    fill(log, 10)
+    log.delete_records(3)
+    log.close()
+    assert check_data_dir(tmp_path).problems == []
+    path = directory / LOG_START_FILE
+    data = bytearray(path.read_bytes())
+    data[7] ^= 0x01
+    path.write_bytes(bytes(data))
+    problems = check_data_dir(tmp_path).problems
+    assert [(p.file, p.message) for p in problems] == [(str(path), "checksum mismatch")]
+    log = PartitionLog.open(directory, config())
+    assert log.log_start_offset == 0
+    assert log.log_start_note is not None and "damaged" in log.log_start_note
+    assert log.read_record(0).value == b"value-0-0"  # type: ignore[union-attr]
+    log.close()
+
+
+def test_a_log_that_ends_below_its_stored_start_starts_over_there(tmp_path: Path) -> None:
+    """Segments lost below the stored start (files removed by hand): as Kafka's loader,
+    the log restarts empty at the start, so no deleted offset is handed out again."""
+    from rustka.storage.inspect import check_data_dir
+
+    directory = tmp_path / "t" / "0"
+    log = PartitionLog.open(directory, config())
+    fill(log, 30)
+    log.delete_records(25)
+    lost = [seg.base_offset for seg in log.segments if seg.base_offset >= 20]
+    assert lost and lost[0] < 25
+    log.close()
+    for seg_base in lost:
+        for name in (log_name(seg_base), index_name(seg_base), time_index_name(seg_base)):
+            (directory / name).unlink()
+    notes = check_data_dir(tmp_path)
+    assert any("log start 25" in p.message for p in notes.problems)
+    log = PartitionLog.open(directory, config())
+    assert (log.log_start_offset, log.end_offset) == (25, 25)
+    assert [seg.base_offset for seg in log.segments] == [25]
+    assert log.log_start_note is not None
+    assert log.append(payload(99)) == (25, 25)
+    log.close()
+
+
+_KILL_CHILD = r"""
+import sys
+from pathlib import Path
+from rustka.storage.partition_log import PartitionLog
+from rustka.storage.log_config import LogConfig
+from rustka.record.batch import Record, encode_batch
+
+directory = Path(sys.argv[1])
+log = PartitionLog.open(directory, LogConfig(segment_bytes=400, segment_ms=None,
+                                             retention_ms=None, flush="never"))
+if log.end_offset == 0:
+    for i in range(2000):
+        log.append(encode_batch([Record(None, b"v%d" % i, timestamp=1)]))
+    log.flush()
+print("ready", flush=True)
+target = log.log_start_offset
+while target < log.end_offset:
+    target += 1
+    log.delete_records(target)
+    print(target, flush=True)
+"""
+
+
+def test_kill_9_while_moving_the_log_start_keeps_every_answered_move(tmp_path: Path) -> None:
+    """A child moves the log start one offset at a time, printing each answered move; it
+    is killed at a point chosen by a random delay in its output. Reopened, the log starts
+    at the last answered move or the one in flight, never below, and the file is whole."""
+    import random
+    import signal
+
+    directory = tmp_path / "t" / "0"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for round_ in range(3):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILL_CHILD, str(directory)],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        answered = int(child.stdout.readline())
+        for _ in range(random.randint(1, 200)):
+            line = child.stdout.readline()
+            if not line:
+                break
+            answered = int(line)
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        child.stdout.close()
+        log = PartitionLog.open(directory, config(), recover=True)
+        try:
+            assert log.log_start_offset in (answered, answered + 1), round_
+            assert log_start_file(directory) == log.log_start_offset
+            assert log.end_offset == 2000
+            assert log.read_record(log.log_start_offset) is not None
+        finally:
+            log.close()
