@@ -156,6 +156,16 @@ class InvalidConfig(RustkaError):
     code = 18
 
 
+class PolicyViolation(RustkaError):
+    """A request a topic's configs forbid: DeleteRecords on a topic that only compacts.
+
+    Kafka refuses it with POLICY_VIOLATION: without cleanup.policy ``delete``
+    the log start is the cleaner's, not a client's (docs/kafka.md, "DeleteRecords").
+    """
+
+    code = 19
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -175,5 +185,6 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         ProducerFenced,
         GroupHasActiveMembers,
         InvalidConfig,
+        PolicyViolation,
     )
 }

@@ -39,6 +39,10 @@ they fire only after the fsync):
   optionally maps some of those partitions to the commit's metadata string.
 - ``delete_offsets(group, partitions=None) -> [(topic, partition)]``: tombstone
   a group's commits (DeleteGroups, OffsetDelete).
+- ``delete_records(topic, partition, offset) -> int``: move the partition's log
+  start up to ``offset`` (-1: the high watermark), answering the new log start
+  (Kafka's DeleteRecords low watermark); past the high watermark is
+  `OffsetOutOfRange`, a topic without cleanup.policy ``delete`` `PolicyViolation`.
 
 Reads:
 
@@ -128,6 +132,7 @@ from rustka.errors import (
     InvalidPartitionCount,
     InvalidRequest,
     OffsetOutOfRange,
+    PolicyViolation,
     RustkaError,
     StorageError,
     TopicExists,
@@ -557,6 +562,26 @@ class Broker:
             return None if hit is None else OffsetAtTime(hit[0], hit[1])
 
         return self._run(plog.offset_for_timestamp, timestamp).addCallback(found)
+
+    @_deferred
+    def delete_records(self, topic: str, partition: int, offset: int) -> defer.Deferred[int]:
+        """Kafka's DeleteRecords for one partition; see the module docstring.
+
+        Runs on the partition's lane, so it is ordered with the appends queued
+        before it and with retention, and fires once the new log start is
+        durable (`PartitionLog.delete_records`). As Kafka's leader does, a topic
+        that does not delete (cleanup.policy ``compact`` alone) refuses it.
+        """
+        self.check_serving()
+        plog = self.partition(topic, partition)
+        if not plog.config.delete:
+            raise PolicyViolation(
+                f"Records of partition {topic}-{partition} can not be deleted due to the "
+                f"configured policy (cleanup.policy does not include delete)"
+            )
+        if offset < -1:
+            raise OffsetOutOfRange(offset, plog.log_start_offset, plog.end_offset)
+        return self.lanes.lane(topic, partition).submit(plog.delete_records, offset)
 
     # -- topic admin -------------------------------------------------------------------------
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
-from rustka.kafka.context import Body, RequestContext, advertised_address
+from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 
 # This node's id everywhere a Kafka API names a broker (Metadata, FindCoordinator).
@@ -50,6 +52,45 @@ def describe_cluster(ctx: RequestContext, version: int, body: Body) -> defer.Def
         }
 
     return ctx.broker.cluster_id().addCallback(answer)
+
+
+# -- DeleteRecords (21) ------------------------------------------------------------------
+
+
+def delete_records(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    """Move each partition's log start (docs/kafka.md, "DeleteRecords"): the answer's low
+    watermark is the log start afterwards, once it is durable. Partitions are independent,
+    as in Kafka: one refused (unknown, past the high watermark, a compact-only topic)
+    answers its error and the others still move. ``timeout_ms`` bounds Kafka's wait for
+    followers; a single node has none to wait for."""
+    broker = ctx.broker
+    jobs: list[defer.Deferred[Body]] = []
+    topics = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        partitions: list[Body] = []
+        topics.append({"name": name, "partitions": partitions})
+        for asked in topic["partitions"]:
+            index = asked["partition_index"]
+            place: Body = {"partition_index": index, "low_watermark": -1, "error_code": 0}
+            partitions.append(place)
+            d = broker.delete_records(name, index, asked["offset"])
+            jobs.append(d.addCallbacks(_moved, _not_moved, (place,), None, (place, broker)))
+
+    def answer(_: object) -> Body:
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    return defer.gatherResults(jobs).addCallback(answer)
+
+
+def _moved(low_watermark: int, place: Body) -> Body:
+    place["low_watermark"] = low_watermark
+    return place
+
+
+def _not_moved(failure: Failure, place: Body, broker: Any) -> Body:
+    place["error_code"] = error_code(broker.report_error(failure, "DeleteRecords"))
+    return place
 
 
 # -- OffsetForLeaderEpoch (23) -----------------------------------------------------------

@@ -45,6 +45,7 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.API_VERSIONS: handlers.api_versions,
         ApiKey.CREATE_TOPICS: handlers.create_topics,
         ApiKey.DELETE_TOPICS: handlers.delete_topics,
+        ApiKey.DELETE_RECORDS: admin_handlers.delete_records,
         ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: admin_handlers.offset_for_leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,

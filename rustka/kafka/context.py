@@ -126,6 +126,7 @@ def _error_map() -> list[tuple[type[BaseException], int]]:
         (errors.InvalidPartitionCount, E.INVALID_PARTITIONS),
         (errors.InvalidName, E.INVALID_TOPIC_EXCEPTION),
         (errors.InvalidConfig, E.INVALID_CONFIG),
+        (errors.PolicyViolation, E.POLICY_VIOLATION),
         (errors.StorageError, E.KAFKA_STORAGE_ERROR),
         (errors.BrokerUnavailable, E.NOT_LEADER_OR_FOLLOWER),
         (errors.InvalidRequest, E.INVALID_REQUEST),

@@ -76,6 +76,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
@@ -767,6 +768,39 @@ OFFSET_DELETE_RESPONSE = _msg(
     ),
 )
 
+# --- DeleteRecords (21) ----------------------------------------------------------------
+
+DELETE_RECORDS_REQUEST = _msg(
+    "DeleteRecordsRequest",
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            # offset -1: up to the high watermark.
+            F("partitions", [F("partition_index", INT32), F("offset", INT64)]),
+        ],
+    ),
+    F("timeout_ms", INT32, default=60000),
+)
+DELETE_RECORDS_RESPONSE = _msg(
+    "DeleteRecordsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("low_watermark", INT64, default=-1),
+                    F("error_code", INT16),
+                ],
+            ),
+        ],
+    ),
+)
+
 # --- OffsetForLeaderEpoch (23) ---------------------------------------------------------
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = _msg(
@@ -1029,6 +1063,15 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             None,
             OFFSET_DELETE_REQUEST,
             OFFSET_DELETE_RESPONSE,
+        ),
+        # v2 is flexible (docs/kafka.md, "APIs and versions"); v1 is v0.
+        _api(
+            ApiKey.DELETE_RECORDS,
+            "DeleteRecords",
+            (0, 2),
+            2,
+            DELETE_RECORDS_REQUEST,
+            DELETE_RECORDS_RESPONSE,
         ),
         _api(
             ApiKey.OFFSET_FOR_LEADER_EPOCH,

@@ -137,3 +137,107 @@ async def test_describe_log_dirs_of_chosen_partitions_and_the_disk_totals(
             assert 0 < result["usable_bytes"] <= result["total_bytes"]
     empty = await ask(kafka, ApiKey.DESCRIBE_LOG_DIRS, {"topics": []}, 1)
     assert empty["results"][0]["topics"] == []
+
+
+# -- DeleteRecords ------------------------------------------------------------------------
+
+
+def delete_request(name: str, *moves: tuple[int, int]) -> dict[str, Any]:
+    partitions = [{"partition_index": p, "offset": o} for p, o in moves]
+    return {"topics": [{"name": name, "partitions": partitions}], "timeout_ms": 5000}
+
+
+async def delete_records(
+    k: KafkaClientProtocol, version: int, name: str, *moves: tuple[int, int]
+) -> list[tuple[int, int, int]]:
+    answer = await ask(k, ApiKey.DELETE_RECORDS, delete_request(name, *moves), version)
+    [topic] = answer["topics"]
+    assert topic["name"] == name
+    return [(p["partition_index"], p["error_code"], p["low_watermark"]) for p in topic["partitions"]]
+
+
+async def fetch_at(k: KafkaClientProtocol, name: str, offset: int) -> tuple[int, int, int]:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": name,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                ],
+            }
+        ],
+    }
+    answer = await ask(k, ApiKey.FETCH, body, 11)
+    part = answer["responses"][0]["partitions"][0]
+    return part["error_code"], part["log_start_offset"], part["high_watermark"]
+
+
+async def earliest(k: KafkaClientProtocol, name: str) -> int:
+    body = {
+        "replica_id": -1,
+        "topics": [{"name": name, "partitions": [{"partition_index": 0, "timestamp": -2}]}],
+    }
+    answer = await ask(k, ApiKey.LIST_OFFSETS, body, 5)
+    return int(answer["topics"][0]["partitions"][0]["offset"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_records_moves_the_log_start_by_every_version(
+    broker: RunningBroker, kafka: KafkaClientProtocol
+) -> None:
+    """v0-2 move the start (inside a batch run of one segment); it never moves back; -1
+    is the high watermark; past it is OFFSET_OUT_OF_RANGE and the other partitions of
+    the request still move. Fetch below it and ListOffsets earliest follow on Kafka,
+    the native FetchBatch answers OutOfRange with the bounds and Metadata/DescribeLogs
+    show it."""
+    from rustka.errors import OffsetOutOfRange
+
+    await within(broker.broker.create_topic("dr", 2))
+    await produce(broker, "dr", 10)
+    assert await delete_records(kafka, 0, "dr", (0, 3)) == [(0, 0, 3)]
+    assert await delete_records(kafka, 1, "dr", (0, 5), (1, 0)) == [(0, 0, 5), (1, 0, 0)]
+    assert await delete_records(kafka, 2, "dr", (0, 4)) == [(0, 0, 5)]  # never backwards
+    assert await delete_records(kafka, 2, "dr", (0, 11), (1, -1)) == [
+        (0, E.OFFSET_OUT_OF_RANGE, -1),
+        (1, 0, 0),
+    ]
+    assert (await fetch_at(kafka, "dr", 4))[0] == E.OFFSET_OUT_OF_RANGE
+    assert await fetch_at(kafka, "dr", 5) == (0, 5, 10)
+    assert await earliest(kafka, "dr") == 5
+    c = await broker.client()
+    try:
+        try:
+            await within(c.fetch_batch("dr", 0, 2))
+        except OffsetOutOfRange as e:
+            assert (e.log_start, e.end) == (5, 10)
+        else:
+            raise AssertionError("FetchBatch below the log start was served")
+        [meta] = await within(c.metadata(["dr"]))
+        assert meta.partitions[0].log_start == 5
+        [logs] = await within(c.describe_logs(["dr"]))
+        assert logs.partitions[0].log_start == 5
+    finally:
+        await c.close()
+    assert await delete_records(kafka, 1, "dr", (0, -1)) == [(0, 0, 10)]
+    assert await earliest(kafka, "dr") == 10
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_records_refusals(broker: RunningBroker, kafka: KafkaClientProtocol) -> None:
+    """Unknown topic and partition are UNKNOWN_TOPIC_OR_PARTITION; a topic that only
+    compacts is POLICY_VIOLATION, as Kafka's leader refuses it; an offset below -1 is
+    OFFSET_OUT_OF_RANGE. Nothing moves."""
+    await within(broker.broker.create_topic("kept", 1, {"cleanup.policy": "compact"}))
+    await within(broker.broker.create_topic("both", 1, {"cleanup.policy": "compact,delete"}))
+    await produce(broker, "both", 4)
+    unknown = E.UNKNOWN_TOPIC_OR_PARTITION
+    assert await delete_records(kafka, 1, "nope", (0, 0)) == [(0, unknown, -1)]
+    assert await delete_records(kafka, 1, "kept", (3, 0)) == [(3, unknown, -1)]
+    assert await delete_records(kafka, 1, "kept", (0, 0)) == [(0, E.POLICY_VIOLATION, -1)]
+    assert await delete_records(kafka, 1, "both", (0, -2)) == [(0, E.OFFSET_OUT_OF_RANGE, -1)]
+    assert broker.broker.partition("both", 0).log_start_offset == 0
+    assert await delete_records(kafka, 1, "both", (0, 2)) == [(0, 0, 2)]

@@ -96,6 +96,7 @@ EXPECTED_TABLE = {
     60: ("DescribeCluster", 0, 1, 0),
     23: ("OffsetForLeaderEpoch", 0, 3, 4),
     35: ("DescribeLogDirs", 0, 4, 2),
+    21: ("DeleteRecords", 0, 2, 2),
     # Topic configs (docs/kafka.md, "Topic configs").
     33: ("AlterConfigs", 0, 1, 2),
     44: ("IncrementalAlterConfigs", 0, 0, 1),
@@ -127,6 +128,7 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (35, 2),
         (35, 3),
         (35, 4),
+        (21, 2),
     }
 
 
@@ -277,6 +279,13 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "00000001 " + TOPIC_T + " 00000001 00000001 00000005 00000000"),
     (23, 3, {"topics": [{"topic": "t", "partitions": [{"partition": 1, "leader_epoch": 0}]}]},
      "fffffffe 00000001 " + TOPIC_T + " 00000001 00000001 ffffffff 00000000"),  # defaults
+    # DeleteRecords (flexible from v2; -1: up to the high watermark)
+    (21, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 1, "offset": 5}]}],
+             "timeout_ms": 100},
+     "00000001 " + TOPIC_T + " 00000001 00000001 0000000000000005 00000064"),
+    (21, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 1, "offset": -1}]}],
+             "timeout_ms": 100},
+     "02 02 74 02 00000001 ffffffffffffffff 00 00 00000064 00"),
     # DescribeLogDirs (flexible from v2)
     (35, 0, {"topics": None}, "ffffffff"),  # null: every partition
     (35, 4, {"topics": [{"topic": "t", "partitions": [1]}]}, "02 02 74 02 00000001 00 00"),
@@ -502,6 +511,13 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "00000001 " + TOPIC_T + " 00000001 0000 00000000 00000000 0000000000000003"),
     (23, 2, {"throttle_time_ms": 1, "topics": []}, "00000001 00000000"),
     (23, 3, {"topics": []}, "00000000 00000000"),
+    # DeleteRecords (flexible from v2)
+    (21, 0, {"throttle_time_ms": 1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 1, "low_watermark": 5, "error_code": 0}]}]},
+     "00000001 00000001 " + TOPIC_T + " 00000001 00000001 0000000000000005 0000"),
+    (21, 2, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "low_watermark": -1, "error_code": 1}]}]},
+     "00000000 02 02 74 02 00000000 ffffffffffffffff 0001 00 00 00"),
     # DescribeLogDirs (flexible from v2)
     (35, 0, {"throttle_time_ms": 1, "results": [{"error_code": 0, "log_dir": "d", "topics": [
         {"name": "t", "partitions": [{"partition_index": 0, "partition_size": 5, "offset_lag": 0,
