@@ -371,3 +371,125 @@ async def test_describe_log_dirs_reports_the_data_dir_and_each_partitions_size(
     on_disk = {i: sum(s.size for s in stored[i].segments) for i in (0, 1)}
     assert sizes == on_disk and sizes[1] > sizes[0] > 500
     assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in topic["partitions"])
+
+
+# -- DeleteRecords ------------------------------------------------------------------------
+
+
+def delete_records_with_clients(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Produce 20 records to partition 0 and 5 to partition 1, trim both with each admin
+    client, then read what is left as consumers do: from the beginning, and the
+    earliest offset by ListOffsets."""
+    from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka.errors import OffsetOutOfRangeError
+    from kafka.structs import TopicPartition as KTP
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(20):
+        producer.produce(topic, b"v%d" % i, key=b"k", partition=0)
+        producer.flush(30)  # one batch per record: segments roll between them
+    for i in range(5):
+        producer.produce(topic, b"w%d" % i, partition=1)
+    assert producer.flush(30) == 0
+    seen: dict[str, Any] = {}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.delete_records([TopicPartition(topic, 0, 6)]).values()
+    seen["ck"] = future.result(30).low_watermark
+    [future] = admin.delete_records([TopicPartition(topic, 0, 99)]).values()
+    try:
+        future.result(30)
+    except KafkaException as exc:
+        seen["ck_past_end"] = exc.args[0].name()
+    [future] = admin.delete_records([TopicPartition(topic, 1, OFFSET_END)]).values()
+    seen["ck_to_end"] = future.result(30).low_watermark
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        result = kp.delete_records({KTP(topic, 0): 13})
+        seen["kp"] = {tp.partition: r["low_watermark"] for tp, r in result.items()}
+        seen["kp_backwards"] = kp.delete_records({KTP(topic, 0): 2})[KTP(topic, 0)]["low_watermark"]
+        try:
+            kp.delete_records({KTP(topic, 0): 21})
+        except OffsetOutOfRangeError:
+            seen["kp_past_end"] = "OFFSET_OUT_OF_RANGE"
+    finally:
+        kp.close()
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "trim", "auto.offset.reset": "earliest"}
+    )
+    try:
+        seen["ck_watermarks"] = consumer.get_watermark_offsets(TopicPartition(topic, 0), 30)
+        consumer.assign([TopicPartition(topic, 0)])
+        read: list[tuple[int, bytes]] = []
+        for _ in range(200):
+            if len(read) >= 7:
+                break
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                read.append((msg.offset(), msg.value()))
+        seen["ck_read"] = read
+    finally:
+        consumer.close()
+    kc = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        seen["kp_earliest"] = {
+            tp.partition: offset
+            for tp, offset in kc.beginning_offsets([KTP(topic, 0), KTP(topic, 1)]).items()
+        }
+    finally:
+        kc.close()
+    return seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_records_moves_the_log_start_for_admin_clients(
+    broker_factory: Any, data_dir: Any
+) -> None:
+    """confluent-kafka's and kafka-python's delete_records move the start (into a
+    segment), -1 to the high watermark, never back, OFFSET_OUT_OF_RANGE past it; a
+    consumer from the beginning and ListOffsets earliest start there. On disk: the
+    log-start-offset file, the records below still stored until the retention pass
+    deletes the segments wholly below, and after a restart the same start."""
+    from rustka.storage.log_files import LOG_START_FILE, decode_log_start
+
+    running = await broker_factory()
+    try:
+        c = await running.client()
+        try:
+            await within(c.create_topic("trim", 2, configs={"segment.bytes": "300"}))
+        finally:
+            await c.close()
+        seen = await in_thread(delete_records_with_clients, running.address, "trim")
+        assert (seen["ck"], seen["ck_past_end"], seen["ck_to_end"]) == (
+            6,
+            "OFFSET_OUT_OF_RANGE",
+            5,
+        )
+        assert (seen["kp"], seen["kp_backwards"], seen["kp_past_end"]) == (
+            {0: 13},
+            13,
+            "OFFSET_OUT_OF_RANGE",
+        )
+        assert seen["ck_watermarks"] == (13, 20)
+        assert seen["ck_read"] == [(i, b"v%d" % i) for i in range(13, 20)]
+        assert seen["kp_earliest"] == {0: 13, 1: 5}
+        plog = running.broker.partition("trim", 0)
+        directory = plog.directory
+        assert decode_log_start((directory / LOG_START_FILE).read_bytes()) == 13
+        bases = [seg.base_offset for seg in plog.segments]
+        assert bases[0] == 0 and len(bases) > 3  # still stored, not served
+        holding = max(b for b in bases if b <= 13)
+        await within(running.broker.enforce_retention())
+        assert plog.segments[0].base_offset == holding
+        assert plog.log_start_offset == 13
+        stored = sorted(p.name for p in directory.glob("*.log"))
+        assert stored[0] == f"{holding:020d}.log"
+    finally:
+        await running.stop()
+    running = await broker_factory()
+    try:
+        assert running.broker.bounds("trim", 0) == (13, 20)
+        assert running.broker.bounds("trim", 1) == (5, 5)
+    finally:
+        await running.stop()

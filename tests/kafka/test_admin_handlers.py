@@ -153,7 +153,8 @@ async def delete_records(
     answer = await ask(k, ApiKey.DELETE_RECORDS, delete_request(name, *moves), version)
     [topic] = answer["topics"]
     assert topic["name"] == name
-    return [(p["partition_index"], p["error_code"], p["low_watermark"]) for p in topic["partitions"]]
+    rows = topic["partitions"]
+    return [(p["partition_index"], p["error_code"], p["low_watermark"]) for p in rows]
 
 
 async def fetch_at(k: KafkaClientProtocol, name: str, offset: int) -> tuple[int, int, int]:
