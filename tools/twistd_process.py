@@ -2,10 +2,11 @@
 
 The daemon's output is read by a thread into a queue, so a caller waits for
 the line it needs (with a timeout) instead of sleeping, and the pipe never
-fills. `start_broker` runs a broker on port 0 and returns once it serves: the
-storage is open (the "storage ready" line) and the broker listener has bound
-(the next "listening on" line; metrics and manhole listeners bind before the
-storage opens, see docs/operations.md). `call_many` is a blocking
+fills (`OutputProcess`; the programs tests/apps/ runs are read the same way).
+`start_broker` runs a broker on port 0 and returns once it serves: the storage
+is open (the "storage ready" line) and the broker listener has bound (the next
+"listening on" line; metrics and manhole listeners bind before the storage
+opens, see docs/operations.md). `call_many` is a blocking
 native-protocol client that pipelines requests over one socket.
 """
 
@@ -23,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from rustka.native import codec as p
 
@@ -33,40 +35,26 @@ STORAGE_READY = re.compile(r"storage ready in ")
 _LENGTH = struct.Struct("!I")
 
 
-class Twistd:
-    """``[prefix...] twistd --nodaemon --pidfile= [twistd_args] rustka [args]``, output captured.
+class OutputProcess:
+    """A child process whose output (stdout and stderr, merged) is read line by line.
 
     Use as a context manager: the process is killed on exit if it is still
-    running. ``port`` is the broker port once `wait_port` (or `start_broker`)
-    has read it.
+    running. The programs tests/apps/ runs are these too, started with their
+    own virtualenv's interpreter.
     """
 
     def __init__(
-        self,
-        args: Sequence[str],
-        *,
-        twistd_args: Sequence[str] = (),
-        prefix: Sequence[str] = (),
-        env: dict[str, str] | None = None,
+        self, command: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> None:
-        command = [
-            *prefix,
-            str(BIN / "twistd"),
-            "--nodaemon",
-            "--pidfile=",
-            *twistd_args,
-            "rustka",
-            *args,
-        ]
         self.proc = subprocess.Popen(
-            command,
+            list(command),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            cwd=cwd,
         )
         self.pid = self.proc.pid
-        self.port: int | None = None
         self._lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
         self._eof = False
@@ -98,13 +86,6 @@ class Twistd:
             match = compiled.search(line)
             if match:
                 return match
-
-    def wait_port(self, timeout: float = 30) -> int:
-        """The port of the next 'listening on' line (kept as ``port`` if none was yet)."""
-        port = int(self.wait_for(LISTENING, timeout).group(1))
-        if self.port is None:
-            self.port = port
-        return port
 
     def logged(self, pattern: re.Pattern[str] | str) -> bool:
         """Whether any line read so far matches."""
@@ -141,7 +122,7 @@ class Twistd:
         if self.proc.stdout is not None and not self.proc.stdout.closed:
             self.proc.stdout.close()
 
-    def __enter__(self) -> Twistd:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -155,6 +136,40 @@ class Twistd:
             self.proc.wait(timeout=30)
         if self.proc.stdout is not None and not self.proc.stdout.closed:
             self._drain()
+
+
+class Twistd(OutputProcess):
+    """``[prefix...] twistd --nodaemon --pidfile= [twistd_args] rustka [args]``, output captured.
+
+    ``port`` is the broker port once `wait_port` (or `start_broker`) has read it.
+    """
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        twistd_args: Sequence[str] = (),
+        prefix: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        command = [
+            *prefix,
+            str(BIN / "twistd"),
+            "--nodaemon",
+            "--pidfile=",
+            *twistd_args,
+            "rustka",
+            *args,
+        ]
+        super().__init__(command, env=env)
+        self.port: int | None = None
+
+    def wait_port(self, timeout: float = 30) -> int:
+        """The port of the next 'listening on' line (kept as ``port`` if none was yet)."""
+        port = int(self.wait_for(LISTENING, timeout).group(1))
+        if self.port is None:
+            self.port = port
+        return port
 
 
 def start_broker(

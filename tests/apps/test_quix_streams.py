@@ -1,0 +1,92 @@
+"""A Quix Streams application with state, run on `twistd rustka` as its users run it (issue 18).
+
+tests/apps/quix_counter.py counts words per key with ``State``. Quix creates its
+output topic and the state store's changelog topic (compacted) through
+rustka's CreateTopics and checks them with DescribeConfigs; its consumer
+group commits on rustka's coordinator. The application is stopped, its local
+state directory emptied, and started again: it must restore the store from
+the changelog and go on counting where it stopped, which its output shows
+record by record.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+from tests.apps.programs import (
+    START_S,
+    app_python,
+    committed,
+    create_topics,
+    end_offsets,
+    exact_counts,
+    read_counts,
+    start_program,
+    stop_program,
+    stored_offsets,
+    stored_topic_config,
+    topic_configs,
+    words,
+)
+from tests.kafka.real_clients import confluent_produce
+from tools.twistd_process import start_broker
+
+GROUP = "word-counter"
+INPUT = "words"
+OUTPUT = "word-counts"
+PARTITIONS = 2
+#: The changelog Quix names after the group, the source topic and the store.
+CHANGELOG = f"changelog__{GROUP}--{INPUT}--default"
+
+FIRST = {"apple": 3, "banana": 1, "cherry": 4, "damson": 2, "elder": 5, "fig": 1}
+SECOND = {"apple": 2, "cherry": 1, "fig": 3, "grape": 2}
+
+
+def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> None:
+    python = app_python("quixstreams")
+    data_dir = tmp_path / "data"
+    state_dir = tmp_path / "state"
+    totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
+    with start_broker(data_dir) as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {
+            "BOOTSTRAP": bootstrap,
+            "GROUP": GROUP,
+            "STATE_DIR": str(state_dir),
+            "INPUT": INPUT,
+            "OUTPUT": OUTPUT,
+        }
+        create_topics(bootstrap, {INPUT: PARTITIONS})
+        confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
+
+        with start_program(python, "quix_counter.py", [], env, tmp_path) as app:
+            app.wait_for("The application started", START_S)
+            first = read_counts(bootstrap, OUTPUT, sum(FIRST.values()))
+            assert stop_program(app) == 0, "".join(app.output)
+        assert first == exact_counts(FIRST)
+
+        # What rustka stored: the changelog Quix created is compacted, a topic override,
+        # with a partition per input partition; the group committed everything it read.
+        configs = topic_configs(bootstrap, CHANGELOG)
+        assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+        assert len(end_offsets(bootstrap, CHANGELOG, PARTITIONS)) == PARTITIONS
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert sum(fed) == sum(FIRST.values())
+        assert committed(bootstrap, GROUP, INPUT, PARTITIONS) == fed
+
+        shutil.rmtree(state_dir)
+        state_dir.mkdir()
+        confluent_produce(bootstrap, INPUT, words(SECOND), partition=-1)
+        with start_program(python, "quix_counter.py", [], env, tmp_path) as app:
+            both = read_counts(bootstrap, OUTPUT, sum(totals.values()))
+            assert stop_program(app) == 0, "".join(app.output)
+            assert app.logged("Recovery successful"), "".join(app.output)
+        assert both == exact_counts(totals)
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert committed(bootstrap, GROUP, INPUT, PARTITIONS) == fed
+        assert daemon.stop() in (0, -signal.SIGTERM), "".join(daemon.output)
+
+    assert stored_topic_config(data_dir, CHANGELOG)["cleanup.policy"] == "compact"
+    assert stored_offsets(data_dir, GROUP, INPUT, PARTITIONS) == fed
