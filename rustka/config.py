@@ -140,6 +140,33 @@ ACLs in the data directory's acls file, managed with CreateAcls/DeleteAcls or
 User:ANONYMOUS.""",
 )
 _OBSERVE = Group("Metrics and logs")
+_SECURITY = Group(
+    "Authentication",
+    """\
+Who may connect (docs/security.md). Each listener requires one of:
+  "none"  no authentication: every client is User:ANONYMOUS (the default)
+  "sasl"  Kafka clients: SASL (SASL_PLAINTEXT on tcp:, SASL_SSL on ssl:);
+          native clients: the SCRAM exchange of docs/protocol.md
+  "mtls"  an ssl: listener that requires a client certificate signed by
+          ssl_client_ca_file; the subject, mapped by ssl_principal_mapping_rules,
+          is the principal
+listen_security lists one word per listen endpoint, in order, and
+kafka_listen_security one per kafka_listen endpoint; empty means "none" for all.""",
+)
+
+
+LISTENER_SECURITY = ("none", "sasl", "mtls")
+SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+
+
+def _mapping_problem(rules: str) -> str | None:
+    from rustka.security.mapping import MappingError, PrincipalMapper
+
+    try:
+        PrincipalMapper(rules)
+    except MappingError as e:
+        return str(e)
+    return None
 
 
 def _host_name(host: str) -> str | None:
@@ -560,6 +587,97 @@ class Config:
         _OBSERVE,
         choices=("text", "json"),
     )
+    listen_security: str = setting(
+        Kind.LIST,
+        "",
+        "What each listen endpoint requires, in order: none, sasl or mtls.",
+        _SECURITY,
+        choices=LISTENER_SECURITY,
+        example="sasl",
+    )
+    kafka_listen_security: str = setting(
+        Kind.LIST,
+        "",
+        "What each kafka_listen endpoint requires, in order: none, sasl or mtls.",
+        _SECURITY,
+        choices=LISTENER_SECURITY,
+        example="sasl,mtls",
+    )
+    sasl_enabled_mechanisms: str = setting(
+        Kind.LIST,
+        "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        "The SASL mechanisms sasl listeners offer (Kafka's sasl.enabled.mechanisms).",
+        _SECURITY,
+        choices=SASL_MECHANISMS,
+        check=lambda v: None if v else "at least one mechanism is required",
+    )
+    credentials_file: str | None = setting(
+        Kind.STRING,
+        None,
+        "The users' SCRAM credentials (mode 0600); by default <data_dir>/credentials.",
+        _SECURITY,
+        optional=True,
+        example="/var/lib/rustka/credentials",
+    )
+    connection_failed_authentication_delay_ms: int = setting(
+        Kind.DURATION,
+        100,
+        "How long a failed authentication's answer and hang-up are delayed, so "
+        "guessing passwords is slow (Kafka's connection.failed.authentication.delay.ms).",
+        _SECURITY,
+        minimum=0,
+        maximum=60_000,
+    )
+    connections_max_reauth_ms: int = setting(
+        Kind.DURATION,
+        0,
+        "The session lifetime SASL clients are told (KIP-368): they re-authenticate "
+        "before it ends, and a connection that does not is closed; 0 = no limit.",
+        _SECURITY,
+        minimum=0,
+    )
+    ssl_client_ca_file: str | None = setting(
+        Kind.STRING,
+        None,
+        "PEM file of the CAs whose client certificates mtls listeners accept.",
+        _SECURITY,
+        optional=True,
+        example="/etc/rustka/client-ca.pem",
+    )
+    ssl_principal_mapping_rules: str = setting(
+        Kind.STRING,
+        "DEFAULT",
+        "How a client certificate's subject becomes a principal name "
+        "(Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[LU], DEFAULT).",
+        _SECURITY,
+        check=_mapping_problem,
+    )
+
+    def listener_security(self, name: str) -> list[str]:
+        """What each endpoint of ``name`` (listen, kafka_listen) requires, one word each."""
+        endpoints: list[str] = getattr(self, name)
+        words = split_list(getattr(self, f"{name}_security"))
+        return words or ["none"] * len(endpoints)
+
+    def _check_listener_security(self) -> None:
+        for name in ("listen", "kafka_listen"):
+            endpoints: list[str] = getattr(self, name)
+            words = split_list(getattr(self, f"{name}_security"))
+            if words and len(words) != len(endpoints):
+                raise ConfigError(
+                    f"{name}_security: {len(words)} entries for {len(endpoints)} "
+                    f"{name} endpoints; give one per endpoint, in order"
+                )
+            for endpoint, word in zip(endpoints, words, strict=False):
+                if word == "mtls" and not endpoint.strip().lower().startswith("ssl:"):
+                    raise ConfigError(
+                        f"{name}_security: mtls needs an ssl: endpoint, not {endpoint!r}"
+                    )
+                if word == "mtls" and not self.ssl_client_ca_file:
+                    raise ConfigError(
+                        f"{name}_security: mtls needs ssl_client_ca_file, the CAs "
+                        "that sign the client certificates"
+                    )
 
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
@@ -596,6 +714,7 @@ class Config:
             )
         if self.kafka_listen and not self.kafka_enabled:
             raise ConfigError("kafka_listen: set, but kafka_enabled is false")
+        self._check_listener_security()
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError(
                 "group_min_session_timeout_ms: must be at most group_max_session_timeout_ms"

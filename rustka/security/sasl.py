@@ -59,6 +59,7 @@ class SaslServer(Protocol):
     mechanism: str
     complete: bool
     user: str | None
+    claimed_user: str | None
 
     def step(self, token: bytes) -> bytes: ...
 
@@ -69,6 +70,10 @@ class _Scram:
         self._server = ScramServer(MECHANISMS[mechanism], lookup)
         self.complete = False
         self.user: str | None = None
+
+    @property
+    def claimed_user(self) -> str | None:
+        return self._server.claimed_user
 
     def step(self, token: bytes) -> bytes:
         if len(token) > MAX_TOKEN_BYTES:
@@ -112,6 +117,7 @@ class PlainServer:
         self._lookup = lookup
         self.complete = False
         self.user: str | None = None
+        self.claimed_user: str | None = None
         self._done = False
 
     def step(self, token: bytes) -> bytes:
@@ -129,6 +135,7 @@ class PlainServer:
             authzid, user, password = (p.decode("utf-8") for p in parts)
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        self.claimed_user = user or None
         if not user:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:

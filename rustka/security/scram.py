@@ -315,6 +315,8 @@ class ScramServer:
         self._credential: ScramCredential | None = None
         self._known = False
         self.user: str | None = None
+        self.claimed_user: str | None = None
+        """The name the client gave, whether or not it proved it (for the audit log)."""
         self.complete = False
 
     def step(self, message: bytes) -> bytes:
@@ -331,6 +333,7 @@ class ScramServer:
 
     def _first_step(self, message: bytes) -> bytes:
         first = parse_client_first(message)
+        self.claimed_user = first.user
         credential = self._lookup(first.user, self.mechanism.name)
         self._known = credential is not None
         if credential is None:
