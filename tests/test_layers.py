@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "top": {"top", "storage"},
     "record": {"top", "record"},
     "storage": {"top", "record", "storage"},
-    "broker": {"top", "record", "storage", "broker"},
+    "broker": {"top", "record", "storage", "broker", "security"},
     "native": {"top", "record", "storage", "broker", "native", "security"},
     "kafka": {"top", "record", "storage", "broker", "kafka", "security"},
     "client": {"top", "record", "native.codec", "client", "security"},

@@ -103,6 +103,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from rustka.broker.access import Access
 from rustka.broker.coordinator import GroupCoordinator
 from rustka.broker.lanes import IOPool, Lane
 from rustka.broker.log_cleaner import LogCleaner
@@ -263,6 +264,7 @@ class Broker:
         self.reactor = reactor
         self.stats = BrokerStats()
         self.log_limiter = LogLimiter()
+        self.access = Access(config, io)
         self.logs: LogManager | None = None
         self.offsets: OffsetsStore | None = None
         self.offsets_lane: Lane | None = None
@@ -340,8 +342,12 @@ class Broker:
         """Open every topic and replay the offsets log on the I/O pool (the pool must
         be running); fires like `when_ready`."""
         config = self.config
-        self._run(
-            _open_storage, Path(config.data_dir), config.log_config(), self._resolve
+        # With authorization on, nothing is served before the ACLs are read; a damaged
+        # ACL file fails the start before any log is opened.
+        self.access.load().addCallback(
+            lambda _: self._run(
+                _open_storage, Path(config.data_dir), config.log_config(), self._resolve
+            )
         ).addCallbacks(self._storage_opened, self._storage_failed)
         return self.when_ready()
 

@@ -21,7 +21,8 @@ from typing import Final
 
 from twisted.internet import defer
 
-from rustka.kafka import admin_handlers, group_handlers, handlers
+from rustka.kafka import acl_handlers, admin_handlers, group_handlers, handlers
+from rustka.kafka.authorization import GUARDS, unchanged
 from rustka.kafka.context import Body, Handler, RequestContext
 from rustka.kafka.messages import ApiKey
 
@@ -56,6 +57,9 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.DESCRIBE_CLUSTER: admin_handlers.describe_cluster,
         ApiKey.ALTER_CONFIGS: handlers.alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: handlers.incremental_alter_configs,
+        ApiKey.DESCRIBE_ACLS: acl_handlers.describe_acls,
+        ApiKey.CREATE_ACLS: acl_handlers.create_acls,
+        ApiKey.DELETE_ACLS: acl_handlers.delete_acls,
     }
 )
 """API key -> its handler, for every API `rustka.kafka.messages` declares."""
@@ -64,5 +68,29 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
 def dispatch(
     handler: Handler, ctx: RequestContext, body: Body
 ) -> Body | defer.Deferred[Body | None] | None:
-    """Run ``handler`` (the table's entry for ``ctx.header.api_key``) on a decoded request."""
-    return handler(ctx, ctx.header.api_version, body)
+    """Run ``handler`` (the table's entry for ``ctx.header.api_key``) on a decoded request,
+    on the part of it the connection's principal is allowed (`rustka.kafka.authorization`)."""
+    version = ctx.header.api_version
+    access = ctx.broker.access
+    if not access.enabled:
+        return handler(ctx, version, body)
+    gate = access.gate(ctx.principal, _peer_host(ctx))
+    admitted, finish = GUARDS[ctx.header.api_key](ctx, gate, version, body)
+    if admitted is None:
+        return finish(None)
+    result = handler(ctx, version, admitted)
+    if finish is unchanged or result is None:
+        return result
+    if isinstance(result, defer.Deferred):
+        return result.addCallback(finish)
+    return finish(result)
+
+
+def _peer_host(ctx: RequestContext) -> str:
+    """The client's address as host ACLs name it; a UNIX socket's peer is "localhost"."""
+    return getattr(ctx.connection.transport.getPeer(), "host", "localhost")
+
+
+_unguarded = set(HANDLERS) - set(GUARDS)
+if _unguarded:
+    raise RuntimeError(f"Kafka APIs without an authorization guard: {sorted(_unguarded)}")

@@ -22,6 +22,7 @@ from rustka import errors
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.schema import RequestHeader
 from rustka.record.batch import CorruptMessage, InvalidTimestamp
+from rustka.security.principal import Principal
 
 if TYPE_CHECKING:
     from rustka.broker.core import Broker
@@ -57,6 +58,9 @@ class Connection(Protocol):
     software: tuple[str, str] | None
     """The client's software name and version, as ApiVersions v3+ tells them."""
 
+    principal: Principal
+    """Who the connection acts as: User:ANONYMOUS until (or without) authentication."""
+
     def close_after_answers(self, why: str) -> None:
         """Hang up once the requests in flight are answered (a failed acks=0 Produce)."""
 
@@ -83,6 +87,11 @@ class RequestContext:
     @property
     def broker(self) -> Broker:
         return self.factory.broker
+
+    @property
+    def principal(self) -> str:
+        """The connection's principal as ACLs name it ("User:alice")."""
+        return str(self.connection.principal)
 
 
 def advertised_address(ctx: RequestContext) -> tuple[str, int]:

@@ -87,6 +87,9 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     ALTER_CONFIGS = 33
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
 
 
 def _msg(name: str, *fields: Field) -> Struct:
@@ -906,6 +909,82 @@ DESCRIBE_CLUSTER_RESPONSE = _msg(
     F("cluster_authorized_operations", INT32, default=INT32_MIN),
 )
 
+# --- ACLs: DescribeAcls (29), CreateAcls (30), DeleteAcls (31) ------------------------
+# Codes are Kafka's (rustka.security.acl); a pattern type absent before v1 is LITERAL.
+
+_ACL_ENTRY = (
+    F("principal", STRING),
+    F("host", STRING),
+    F("operation", INT8),
+    F("permission_type", INT8),
+)
+_ACL_FILTER = (
+    F("resource_type_filter", INT8),
+    F("resource_name_filter", STRING, nullable="0+"),
+    F("pattern_type_filter", INT8, "1+", default=3),
+    F("principal_filter", STRING, nullable="0+"),
+    F("host_filter", STRING, nullable="0+"),
+    F("operation", INT8),
+    F("permission_type", INT8),
+)
+
+DESCRIBE_ACLS_REQUEST = _msg("DescribeAclsRequest", *_ACL_FILTER)
+DESCRIBE_ACLS_RESPONSE = _msg(
+    "DescribeAclsResponse",
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F(
+        "resources",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("pattern_type", INT8, "1+", default=3),
+            F("acls", list(_ACL_ENTRY)),
+        ],
+    ),
+)
+CREATE_ACLS_REQUEST = _msg(
+    "CreateAclsRequest",
+    F(
+        "creations",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("resource_pattern_type", INT8, "1+", default=3),
+            *_ACL_ENTRY,
+        ],
+    ),
+)
+CREATE_ACLS_RESPONSE = _msg(
+    "CreateAclsResponse",
+    F("throttle_time_ms", INT32),
+    F("results", [F("error_code", INT16), F("error_message", STRING, nullable="0+")]),
+)
+DELETE_ACLS_REQUEST = _msg("DeleteAclsRequest", F("filters", list(_ACL_FILTER)))
+DELETE_ACLS_RESPONSE = _msg(
+    "DeleteAclsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "filter_results",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F(
+                "matching_acls",
+                [
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+"),
+                    F("resource_type", INT8),
+                    F("resource_name", STRING),
+                    F("pattern_type", INT8, "1+", default=3),
+                    *_ACL_ENTRY,
+                ],
+            ),
+        ],
+    ),
+)
+
 # --- The table -------------------------------------------------------------------------
 
 
@@ -1098,6 +1177,31 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             0,
             DESCRIBE_CLUSTER_REQUEST,
             DESCRIBE_CLUSTER_RESPONSE,
+        ),
+        # ACLs (docs/security.md, "Authorization (ACLs)"): v0-3, flexible from v2.
+        _api(
+            ApiKey.DESCRIBE_ACLS,
+            "DescribeAcls",
+            (0, 3),
+            2,
+            DESCRIBE_ACLS_REQUEST,
+            DESCRIBE_ACLS_RESPONSE,
+        ),
+        _api(
+            ApiKey.CREATE_ACLS,
+            "CreateAcls",
+            (0, 3),
+            2,
+            CREATE_ACLS_REQUEST,
+            CREATE_ACLS_RESPONSE,
+        ),
+        _api(
+            ApiKey.DELETE_ACLS,
+            "DeleteAcls",
+            (0, 3),
+            2,
+            DELETE_ACLS_REQUEST,
+            DELETE_ACLS_RESPONSE,
         ),
         # Topic configs (docs/kafka.md, "Topic configs"): the non-flexible versions.
         _api(

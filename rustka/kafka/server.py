@@ -50,6 +50,7 @@ from rustka.kafka.errors import ErrorCode
 from rustka.kafka.messages import ApiKey
 from rustka.kafka.schema import KafkaCodecError, RequestHeader
 from rustka.output_budget import OutputBudget
+from rustka.security.principal import ANONYMOUS, Principal
 
 _LENGTH = struct.Struct("!I")
 # Read once: looking a member up on an Enum class costs ~0.2 us in CPython 3.11, and these
@@ -110,6 +111,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._reading_paused = False
         self.client_id: str | None = None
         self.software: tuple[str, str] | None = None
+        self.principal: Principal = ANONYMOUS
         self.requests = 0
         self.connected_at = time.time()
 

@@ -72,6 +72,9 @@ def contains(actual: Any, expected: Any) -> bool:
 EXPECTED_TABLE = {
     # key: (name, min, max, first flexible version per Kafka's schema)
     18: ("ApiVersions", 0, 4, 3),
+    29: ("DescribeAcls", 0, 3, 2),
+    30: ("CreateAcls", 0, 3, 2),
+    31: ("DeleteAcls", 0, 3, 2),
     3: ("Metadata", 0, 8, 9),
     0: ("Produce", 3, 8, 9),
     1: ("Fetch", 4, 11, 12),
@@ -125,6 +128,12 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (16, 4),
         (60, 0),
         (60, 1),
+        (29, 2),
+        (29, 3),
+        (30, 2),
+        (30, 3),
+        (31, 2),
+        (31, 3),
         (35, 2),
         (35, 3),
         (35, 4),
@@ -292,6 +301,45 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # DescribeCluster (flexible from v0)
     (60, 0, {"include_cluster_authorized_operations": True}, "01 00"),
     (60, 1, {"endpoint_type": 2}, "00 02 00"),
+    # DescribeAcls / CreateAcls / DeleteAcls: v1 adds the pattern type, v2 is flexible
+    (29, 0, {"resource_type_filter": 2, "resource_name_filter": "t", "principal_filter": None,
+             "host_filter": "*", "operation": 1, "permission_type": 3},
+     "02 0001 74 ffff 0001 2a 01 03"),
+    (29, 1, {"resource_type_filter": 2, "resource_name_filter": "t", "pattern_type_filter": 4,
+             "principal_filter": None, "host_filter": "*", "operation": 1, "permission_type": 3},
+     "02 0001 74 04 ffff 0001 2a 01 03"),
+    (29, 2, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+             "principal_filter": "User:a", "host_filter": None, "operation": 2,
+             "permission_type": 1},
+     "01 00 01 07 557365723a61 00 02 01 00"),
+    (29, 3, {"resource_type_filter": 3, "resource_name_filter": "g", "pattern_type_filter": 2,
+             "principal_filter": None, "host_filter": None, "operation": 8, "permission_type": 3},
+     "03 02 67 02 00 00 08 03 00"),
+    (30, 0, {"creations": [{"resource_type": 2, "resource_name": "t", "principal": "User:a",
+                            "host": "*", "operation": 4, "permission_type": 3}]},
+     "00000001 02 0001 74 0006 557365723a61 0001 2a 04 03"),
+    (30, 1, {"creations": [{"resource_type": 2, "resource_name": "t", "resource_pattern_type": 4,
+                            "principal": "User:a", "host": "*", "operation": 4,
+                            "permission_type": 3}]},
+     "00000001 02 0001 74 04 0006 557365723a61 0001 2a 04 03"),
+    (30, 2, {"creations": [{"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                            "principal": "User:a", "host": "*", "operation": 4,
+                            "permission_type": 3}]},
+     "02 02 02 74 03 07 557365723a61 02 2a 04 03 00 00"),
+    (30, 3, {"creations": []}, "01 00"),
+    (31, 0, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
+                          "principal_filter": None, "host_filter": None, "operation": 1,
+                          "permission_type": 1}]},
+     "00000001 01 ffff ffff ffff 01 01"),
+    (31, 1, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
+                          "pattern_type_filter": 1, "principal_filter": None,
+                          "host_filter": None, "operation": 1, "permission_type": 1}]},
+     "00000001 01 ffff 01 ffff ffff 01 01"),
+    (31, 2, {"filters": [{"resource_type_filter": 2, "resource_name_filter": "t",
+                          "pattern_type_filter": 3, "principal_filter": "User:a",
+                          "host_filter": "*", "operation": 3, "permission_type": 2}]},
+     "02 02 02 74 03 07 557365723a61 02 2a 03 02 00 00"),
+    (31, 3, {"filters": []}, "01 00"),
     # FindCoordinator
     (10, 0, {"key": "g"}, "0001 67"),
     (10, 2, {"key": "g", "key_type": 1}, "0001 67 01"),
@@ -535,6 +583,46 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (60, 1, {"error_code": 114, "error_message": "m", "endpoint_type": 2, "cluster_id": "",
              "brokers": []},
      "00000000 0072 02 6d 02 01 ffffffff 01 80000000 00"),  # controller_id defaults to -1
+    # DescribeAcls / CreateAcls / DeleteAcls
+    (29, 0, {"error_code": 0, "error_message": None, "resources": [
+        {"resource_type": 2, "resource_name": "t", "acls": [
+            {"principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}]}]},
+     "00000000 0000 ffff 00000001 02 0001 74 00000001 0006 557365723a61 0001 2a 03 03"),
+    (29, 1, {"error_code": 0, "error_message": None, "resources": [
+        {"resource_type": 2, "resource_name": "t", "pattern_type": 4, "acls": [
+            {"principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}]}]},
+     "00000000 0000 ffff 00000001 02 0001 74 04 00000001 0006 557365723a61 0001 2a 03 03"),
+    (29, 2, {"error_code": 0, "error_message": None, "resources": [
+        {"resource_type": 2, "resource_name": "t", "pattern_type": 3, "acls": [
+            {"principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}]}]},
+     "00000000 0000 00 02 02 02 74 03 02 07 557365723a61 02 2a 03 03 00 00 00"),
+    (29, 3, {"error_code": 31, "error_message": "m", "resources": []},
+     "00000000 001f 02 6d 01 00"),
+    (30, 0, {"results": [{"error_code": 0, "error_message": None}]},
+     "00000000 00000001 0000 ffff"),
+    (30, 1, {"throttle_time_ms": 5, "results": [{"error_code": 42, "error_message": "m"}]},
+     "00000005 00000001 002a 0001 6d"),
+    (30, 2, {"results": [{"error_code": 0, "error_message": None}]},
+     "00000000 02 0000 00 00 00"),
+    (30, 3, {"results": []}, "00000000 01 00"),
+    (31, 0, {"filter_results": [{"error_code": 0, "error_message": None, "matching_acls": [
+        {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t",
+         "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}]}]},
+     "00000000 00000001 0000 ffff 00000001 0000 ffff 02 0001 74 0006 557365723a61 0001 2a"
+     " 03 03"),
+    (31, 1, {"filter_results": [{"error_code": 0, "error_message": None, "matching_acls": [
+        {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t",
+         "pattern_type": 4, "principal": "User:a", "host": "*", "operation": 3,
+         "permission_type": 3}]}]},
+     "00000000 00000001 0000 ffff 00000001 0000 ffff 02 0001 74 04 0006 557365723a61"
+     " 0001 2a 03 03"),
+    (31, 2, {"filter_results": [{"error_code": 31, "error_message": "m", "matching_acls": []}]},
+     "00000000 02 001f 02 6d 01 00 00"),
+    (31, 3, {"filter_results": [{"error_code": 0, "error_message": None, "matching_acls": [
+        {"error_code": 0, "error_message": None, "resource_type": 3, "resource_name": "g",
+         "pattern_type": 3, "principal": "User:a", "host": "*", "operation": 2,
+         "permission_type": 2}]}]},
+     "00000000 02 0000 00 02 0000 00 03 02 67 03 07 557365723a61 02 2a 02 02 00 00 00"),
     # FindCoordinator
     (10, 0, {"node_id": 1, "host": "h", "port": 9092}, "0000 00000001 0001 68 00002384"),
     (10, 1, {"error_code": 15, "node_id": -1, "host": "", "port": -1},

@@ -1,0 +1,231 @@
+"""Who may do what: the broker's ACLs, their changes, and the record of every denial.
+
+Both front-ends ask through a `Gate`, made per request for the connection's
+principal and address, at the one place each sends every request through
+(`rustka.kafka.apis.dispatch`, the native server's dispatch). With
+``authorizer_enabled`` off there is no gate and no cost.
+
+ACL changes (CreateAcls, DeleteAcls, `rustka acls`) are made one at a time: the
+new set is written whole to the ACL file on the I/O pool and only then swapped
+into the authorizer, so a change a client was told succeeded is on disk, and a
+failed write leaves the old set enforced (docs/security.md, "Authorization (ACLs)").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from rustka.broker.lanes import IOPool
+from rustka.config import Config
+from rustka.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    Operation,
+    ResourceType,
+    validate_binding,
+)
+from rustka.security.acl_store import ACL_FILE, load_acls, save_acls
+from rustka.security.authorizer import Authorizer
+from rustka.settings import split_list
+
+__all__ = ["Access", "Gate", "SecurityDisabled"]
+
+audit = Logger(namespace="rustka.audit")
+
+R = TypeVar("R")
+
+
+class SecurityDisabled(Exception):
+    """ACLs were asked for while authorization is off (Kafka's SECURITY_DISABLED)."""
+
+
+class Access:
+    """The ACLs in force, how they change, and the denial counters the metrics read."""
+
+    def __init__(self, config: Config, io: IOPool) -> None:
+        self.io = io
+        self.path = Path(config.data_dir) / ACL_FILE
+        self.authorizer: Authorizer | None = None
+        if config.authorizer_enabled:
+            self.authorizer = Authorizer(
+                super_users=split_list(config.super_users),
+                allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+            )
+        self.denials: Counter[str] = Counter()
+        """Denied requests by operation name, for rustka_authorization_denials_total."""
+        self.changes = 0
+        self._lock = defer.DeferredLock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.authorizer is not None
+
+    def load(self) -> defer.Deferred[None]:
+        """Read the ACL file (on the pool) before the broker serves; a damaged file
+        fails the start, as a damaged log does, rather than opening every resource."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return defer.succeed(None)
+        return self.io.run(load_acls, self.path).addCallback(authorizer.replace)
+
+    def gate(self, principal: str, host: str) -> Gate:
+        """The questions one request may ask (front-ends ask only when `enabled`)."""
+        return Gate(self, self._require(), principal, host)
+
+    # -- ACL administration --------------------------------------------------------
+
+    def _require(self) -> Authorizer:
+        if self.authorizer is None:
+            raise SecurityDisabled("no authorizer is enabled (authorizer_enabled = false)")
+        return self.authorizer
+
+    def describe(self, selector: AclBindingFilter) -> list[AclBinding]:
+        """The ACLs ``selector`` matches, in a stable order."""
+        authorizer = self._require()
+        selector.validate()
+        return sorted(a for a in authorizer.acls if selector.matches(a))
+
+    def create(
+        self, acls: Sequence[AclBinding], principal: str
+    ) -> defer.Deferred[list[str | None]]:
+        """Add ``acls``; per binding, None or why it was refused. The valid ones are
+        stored even when others are not, as Kafka does."""
+        authorizer = self._require()
+
+        def change(current: frozenset[AclBinding]) -> tuple[set[AclBinding], list[str | None]]:
+            result: list[str | None] = []
+            new = set(current)
+            for acl in acls:
+                try:
+                    validate_binding(acl)
+                except AclError as e:
+                    result.append(str(e))
+                    continue
+                new.add(acl)
+                result.append(None)
+            return new, result
+
+        return self._change(authorizer, change, principal)
+
+    def delete(
+        self, selectors: Sequence[AclBindingFilter], principal: str
+    ) -> defer.Deferred[list[list[AclBinding] | str]]:
+        """Remove every ACL each selector matches; per selector, what it removed or why
+        it was refused."""
+        authorizer = self._require()
+
+        def change(
+            current: frozenset[AclBinding],
+        ) -> tuple[set[AclBinding], list[list[AclBinding] | str]]:
+            result: list[list[AclBinding] | str] = []
+            new = set(current)
+            for selector in selectors:
+                try:
+                    selector.validate()
+                except AclError as e:
+                    result.append(str(e))
+                    continue
+                matched = sorted(a for a in current if selector.matches(a))
+                new.difference_update(matched)
+                result.append(matched)
+            return new, result
+
+        return self._change(authorizer, change, principal)
+
+    def _change(
+        self,
+        authorizer: Authorizer,
+        change: Callable[[frozenset[AclBinding]], tuple[set[AclBinding], R]],
+        principal: str,
+    ) -> defer.Deferred[R]:
+        """Run ``change`` on the current set under the lock; store and swap in its result."""
+
+        @defer.inlineCallbacks
+        def locked() -> Generator[defer.Deferred[Any], Any, R]:
+            current = authorizer.acls
+            new, result = change(current)
+            added, removed = new - current, current - new
+            if added or removed:
+                yield self.io.run(save_acls, self.path, new)
+                authorizer.replace(new)
+                self.changes += 1
+                for acl in sorted(added):
+                    self._audit_change("acl-created", acl, principal)
+                for acl in sorted(removed):
+                    self._audit_change("acl-deleted", acl, principal)
+            return result
+
+        return self._lock.run(locked)
+
+    @staticmethod
+    def _audit_change(event: str, acl: AclBinding, by: str) -> None:
+        audit.info(
+            "audit {event} by {by}: {acl}",
+            event=event,
+            by=by,
+            acl=acl.describe(),
+            resource_type=acl.resource_type.name,
+            resource_name=acl.resource_name,
+            pattern_type=acl.pattern_type.name,
+            principal=acl.principal,
+            host=acl.host,
+            operation=acl.operation.name,
+            permission=acl.permission.name,
+        )
+
+    def denied(self, principal: str, host: str, operation: Operation, what: str) -> None:
+        """Count and log one denial (``what`` names the resource or the request)."""
+        self.denials[operation.name] += 1
+        audit.info(
+            "audit denied {principal} from {host}: {operation} {what}",
+            event="denied",
+            principal=principal,
+            host=host,
+            operation=operation.name,
+            what=what,
+        )
+
+
+class Gate:
+    """One request's authorization questions, for its connection's principal and host."""
+
+    __slots__ = ("_access", "_authorizer", "host", "principal")
+
+    def __init__(self, access: Access, authorizer: Authorizer, principal: str, host: str) -> None:
+        self._access = access
+        self._authorizer = authorizer
+        self.principal = principal
+        self.host = host
+
+    def allows(
+        self, operation: Operation, resource_type: ResourceType, name: str, *, quiet: bool = False
+    ) -> bool:
+        """Whether the operation is allowed; a denial is counted and logged unless
+        ``quiet`` (a listing that leaves out what the principal may not see)."""
+        if self._authorizer.authorize(self.principal, self.host, operation, resource_type, name):
+            return True
+        if not quiet:
+            self._access.denied(
+                self.principal, self.host, operation, f"{resource_type.name}:{name}"
+            )
+        return False
+
+    def allows_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the operation is allowed on some resource of the type."""
+        if self._authorizer.authorize_any(self.principal, self.host, operation, resource_type):
+            return True
+        self._access.denied(self.principal, self.host, operation, f"any {resource_type.name}")
+        return False
+
+    def filter(
+        self, operation: Operation, resource_type: ResourceType, names: Iterable[str]
+    ) -> list[str]:
+        """The names the operation is allowed on, quietly."""
+        return [n for n in names if self.allows(operation, resource_type, n, quiet=True)]

@@ -1,0 +1,637 @@
+"""What each Kafka request must be allowed, and how it is cut down to what is.
+
+`GUARDS` has one entry per API `rustka.kafka.apis.HANDLERS` serves, written
+from Kafka's "Operations and resources on protocols" table (docs/security.md,
+"What each request needs"). A guard looks at a decoded request with the
+request's `Gate` and returns the request the handler may serve (the allowed
+topics, groups or resources only, or None when nothing is left) and a
+function that adds to the handler's response an entry with Kafka's
+authorization error for each denied part. So one denied topic of a Produce
+gets TOPIC_AUTHORIZATION_FAILED while the others are written, as Kafka answers,
+and the handlers never see what was denied.
+
+Kafka's rule that a principal may not learn what it may not describe is kept:
+a denied topic is refused the same way whether it exists or not, and listings
+(Metadata of all topics, ListGroups, OffsetFetch of all partitions) leave out
+quietly what the principal may not describe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final, TypeAlias
+
+from rustka.broker.access import Gate
+from rustka.kafka.context import Body, RequestContext
+from rustka.kafka.errors import ErrorCode as E
+from rustka.kafka.messages import ApiKey
+from rustka.security.acl import CLUSTER_NAME, Operation, ResourceType
+
+__all__ = ["GUARDS", "Finish", "Guard", "unchanged"]
+
+Finish: TypeAlias = Callable[[Body | None], Body | None]
+"""Adds the denied parts to the handler's response (None: the handler was not called)."""
+
+Guard: TypeAlias = Callable[[RequestContext, Gate, int, Body], tuple[Body | None, Finish]]
+
+TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
+CLUSTER, TXN = ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+READ, WRITE, CREATE = Operation.READ, Operation.WRITE, Operation.CREATE
+DELETE, ALTER, DESCRIBE = Operation.DELETE, Operation.ALTER, Operation.DESCRIBE
+
+_DENIED_MESSAGE: Final = "not authorized: no ACL allows {op} on {what} for this principal"
+
+
+def unchanged(response: Body | None) -> Body | None:
+    return response
+
+
+def _fixed(response: Body) -> Finish:
+    """The whole answer when nothing of the request is allowed."""
+    return lambda _: response
+
+
+def _open(ctx: RequestContext, gate: Gate, version: int, body: Body) -> tuple[Body, Finish]:
+    """ApiVersions and the SASL exchange: needed before anyone is known."""
+    return body, unchanged
+
+
+def _message(op: Operation, what: str) -> str:
+    return _DENIED_MESSAGE.format(op=op.name, what=what)
+
+
+# -- topics with partitions: Produce, Fetch, ListOffsets, ... -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicPartitions:
+    """Where a request lists topics and their partitions, and where its response
+    answers each partition; ``denied`` are the answer's other fields."""
+
+    request: str
+    name: str
+    partitions: str
+    index: str
+    response: str
+    response_name: str
+    response_partitions: str
+    response_index: str
+    denied: Mapping[str, Any]
+
+
+def _split(
+    gate: Gate,
+    body: Body,
+    op: Operation,
+    shape: _TopicPartitions,
+    code: int = E.TOPIC_AUTHORIZATION_FAILED,
+    deny_all: bool = False,
+) -> tuple[Body | None, Finish]:
+    allowed: list[Body] = []
+    denied: list[Body] = []
+    for topic in body.get(shape.request) or ():
+        if not deny_all and gate.allows(op, TOPIC, topic[shape.name]):
+            allowed.append(topic)
+        else:
+            denied.append(topic)
+    if not denied:
+        return body, unchanged
+    entries = [
+        {
+            shape.response_name: topic[shape.name],
+            shape.response_partitions: [
+                {shape.response_index: p[shape.index], "error_code": code, **shape.denied}
+                for p in topic.get(shape.partitions) or ()
+            ],
+        }
+        for topic in denied
+    ]
+
+    def finish(response: Body | None) -> Body:
+        response = {} if response is None else response
+        response[shape.response] = [*response.get(shape.response, ()), *entries]
+        return response
+
+    if not allowed:
+        return None, finish
+    return {**body, shape.request: allowed}, finish
+
+
+_PRODUCE = _TopicPartitions(
+    "topic_data",
+    "name",
+    "partition_data",
+    "index",
+    "responses",
+    "name",
+    "partition_responses",
+    "index",
+    {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1},
+)
+_FETCH = _TopicPartitions(
+    "topics",
+    "topic",
+    "partitions",
+    "partition",
+    "responses",
+    "topic",
+    "partitions",
+    "partition_index",
+    {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": b""},
+)
+_LIST_OFFSETS = _TopicPartitions(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {"timestamp": -1, "offset": -1, "leader_epoch": -1},
+)
+_OFFSET_COMMIT = _TopicPartitions(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {},
+)
+_LEADER_EPOCH = _TopicPartitions(
+    "topics",
+    "topic",
+    "partitions",
+    "partition",
+    "topics",
+    "topic",
+    "partitions",
+    "partition",
+    {"leader_epoch": -1, "end_offset": -1},
+)
+_OFFSET_DELETE = _TopicPartitions(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {},
+)
+
+_DELETE_RECORDS = _TopicPartitions(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {"low_watermark": -1},
+)
+
+
+def _fixed_none(_: Body | None) -> None:
+    return None
+
+
+def _produce(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    transactional_id = body.get("transactional_id")
+    denied_id = transactional_id is not None and not gate.allows(WRITE, TXN, transactional_id)
+    code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if denied_id else E.TOPIC_AUTHORIZATION_FAILED
+    admitted, finish = _split(gate, body, WRITE, _PRODUCE, code, deny_all=denied_id)
+    if body.get("acks") == 0:
+        # Nothing is answered with acks=0; the denied partitions are simply not written.
+        return admitted, unchanged if admitted is not None else _fixed_none
+    return admitted, finish
+
+
+def _fetch(ctx: RequestContext, gate: Gate, version: int, body: Body) -> tuple[Body | None, Finish]:
+    return _split(gate, body, READ, _FETCH)
+
+
+def _list_offsets(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    return _split(gate, body, DESCRIBE, _LIST_OFFSETS)
+
+
+def _leader_epoch(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    return _split(gate, body, DESCRIBE, _LEADER_EPOCH)
+
+
+def _delete_records(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    return _split(gate, body, DELETE, _DELETE_RECORDS)
+
+
+def _offset_commit(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    if not gate.allows(READ, GROUP, body["group_id"]):
+        return _split(gate, body, READ, _OFFSET_COMMIT, E.GROUP_AUTHORIZATION_FAILED, True)
+    return _split(gate, body, READ, _OFFSET_COMMIT)
+
+
+def _offset_delete(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    if not gate.allows(DELETE, GROUP, body["group_id"]):
+        return None, _fixed({"error_code": E.GROUP_AUTHORIZATION_FAILED, "topics": []})
+    admitted, finish = _split(gate, body, READ, _OFFSET_DELETE)
+    if admitted is None:
+        return None, lambda _: finish({"error_code": 0, "topics": []})
+    return admitted, finish
+
+
+def _offset_fetch(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    requested = body.get("topics")
+    if not gate.allows(DESCRIBE, GROUP, body["group_id"]):
+        if version >= 2:
+            return None, _fixed({"error_code": E.GROUP_AUTHORIZATION_FAILED, "topics": []})
+        return None, _fixed(
+            {
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            _no_offset(p, E.GROUP_AUTHORIZATION_FAILED)
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                    for t in requested or ()
+                ]
+            }
+        )
+    if requested is None:  # every partition the group committed: leave out the hidden
+
+        def visible(response: Body | None) -> Body | None:
+            if response is not None:
+                response["topics"] = [
+                    t
+                    for t in response.get("topics", ())
+                    if gate.allows(DESCRIBE, TOPIC, t["name"], quiet=True)
+                ]
+            return response
+
+        return body, visible
+    allowed = [t for t in requested if gate.allows(DESCRIBE, TOPIC, t["name"])]
+    if len(allowed) == len(requested):
+        return body, unchanged
+    denied = [
+        {
+            "name": t["name"],
+            "partitions": [
+                _no_offset(p, E.TOPIC_AUTHORIZATION_FAILED) for p in t["partition_indexes"]
+            ],
+        }
+        for t in requested
+        if t not in allowed
+    ]
+
+    def finish(response: Body | None) -> Body:
+        response = {"error_code": 0} if response is None else response
+        response["topics"] = [*response.get("topics", ()), *denied]
+        return response
+
+    return ({**body, "topics": allowed} if allowed else None), finish
+
+
+def _no_offset(partition: int, code: int) -> Body:
+    return {
+        "partition_index": partition,
+        "committed_offset": -1,
+        "committed_leader_epoch": -1,
+        "metadata": "",
+        "error_code": code,
+    }
+
+
+# -- Metadata ---------------------------------------------------------------------------
+
+
+def _metadata(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    requested = body.get("topics")
+    if requested is None or (version == 0 and not requested):
+
+        def visible(response: Body | None) -> Body | None:
+            if response is not None:
+                response["topics"] = [
+                    t
+                    for t in response.get("topics", ())
+                    if gate.allows(DESCRIBE, TOPIC, t["name"], quiet=True)
+                ]
+            return response
+
+        return body, visible
+    existing = {t.name for t in ctx.broker.topics_snapshot()}
+    may_create = None
+    allowed: list[Body] = []
+    denied: list[Body] = []
+    for topic in requested:
+        name = topic["name"]
+        ok = gate.allows(DESCRIBE, TOPIC, name)
+        if ok and name not in existing and body.get("allow_auto_topic_creation", True):
+            # Auto-creation needs CREATE too, on the cluster or on the topic.
+            if may_create is None:
+                may_create = gate.allows(CREATE, CLUSTER, CLUSTER_NAME, quiet=True)
+            ok = may_create or gate.allows(CREATE, TOPIC, name)
+        (allowed if ok else denied).append(topic)
+    if not denied:
+        return body, unchanged
+    entries = [
+        {"error_code": E.TOPIC_AUTHORIZATION_FAILED, "name": t["name"], "partitions": []}
+        for t in denied
+    ]
+
+    def finish(response: Body | None) -> Body | None:
+        if response is not None:
+            response["topics"] = [*response.get("topics", ()), *entries]
+        return response
+
+    if not allowed:
+        # Ask for no topic at all (an empty list, not "all"), keep the brokers and ids.
+        return {**body, "topics": []}, finish
+    return {**body, "topics": allowed}, finish
+
+
+# -- groups -----------------------------------------------------------------------------
+
+
+def _group_member(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """JoinGroup, Heartbeat, LeaveGroup and SyncGroup: READ on the group."""
+    if gate.allows(READ, GROUP, body["group_id"]):
+        return body, unchanged
+    return None, _fixed({"error_code": E.GROUP_AUTHORIZATION_FAILED})
+
+
+def _groups_each(field: str, op: Operation) -> Guard:
+    """DescribeGroups and DeleteGroups: the op on each named group."""
+
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        names: list[str] = body.get(field) or []
+        allowed = [g for g in names if gate.allows(op, GROUP, g)]
+        if len(allowed) == len(names):
+            return body, unchanged
+        denied = [
+            {"group_id": g, "error_code": E.GROUP_AUTHORIZATION_FAILED}
+            for g in names
+            if g not in allowed
+        ]
+        results = "groups" if field == "groups" else "results"
+
+        def finish(response: Body | None) -> Body:
+            response = {} if response is None else response
+            response[results] = [*response.get(results, ()), *denied]
+            return response
+
+        return ({**body, field: allowed} if allowed else None), finish
+
+    return guard
+
+
+def _list_groups(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    if gate.allows(DESCRIBE, CLUSTER, CLUSTER_NAME, quiet=True):
+        return body, unchanged
+
+    def visible(response: Body | None) -> Body | None:
+        if response is not None:
+            response["groups"] = [
+                g
+                for g in response.get("groups", ())
+                if gate.allows(DESCRIBE, GROUP, g["group_id"], quiet=True)
+            ]
+        return response
+
+    return body, visible
+
+
+def _find_coordinator(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    transaction = body.get("key_type", 0) == 1
+    rtype, code = (
+        (TXN, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if transaction
+        else (
+            GROUP,
+            E.GROUP_AUTHORIZATION_FAILED,
+        )
+    )
+    if gate.allows(DESCRIBE, rtype, body["key"]):
+        return body, unchanged
+    return None, _fixed(
+        {
+            "error_code": code,
+            "error_message": _message(DESCRIBE, f"{rtype.name} {body['key']}"),
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    )
+
+
+# -- topic administration and configs ------------------------------------------------
+
+
+def _topics_each(
+    request: str, op: Operation, results: str, *, with_message: bool, cluster_op: bool = False
+) -> Guard:
+    """CreateTopics, DeleteTopics, CreatePartitions: the op on each topic (CreateTopics:
+    or CREATE on the cluster, which allows every topic)."""
+
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        entries: list[Any] = body.get(request) or []
+        if cluster_op and gate.allows(op, CLUSTER, CLUSTER_NAME, quiet=True):
+            return body, unchanged
+
+        def name_of(entry: Any) -> str:
+            return entry if isinstance(entry, str) else entry["name"]
+
+        allowed = [e for e in entries if gate.allows(op, TOPIC, name_of(e))]
+        if len(allowed) == len(entries):
+            return body, unchanged
+        denied = [
+            {
+                "name": name_of(e),
+                "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                **({"error_message": _message(op, f"topic {name_of(e)}")} if with_message else {}),
+            }
+            for e in entries
+            if e not in allowed
+        ]
+
+        def finish(response: Body | None) -> Body:
+            response = {} if response is None else response
+            response[results] = [*response.get(results, ()), *denied]
+            return response
+
+        return ({**body, request: allowed} if allowed else None), finish
+
+    return guard
+
+
+_TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4
+
+
+def _configs(op: Operation, results: str) -> Guard:
+    """DescribeConfigs (DESCRIBE_CONFIGS) and AlterConfigs/IncrementalAlterConfigs
+    (ALTER_CONFIGS): a topic resource on the topic, the broker on the cluster."""
+
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        resources: list[Body] = body.get("resources") or []
+        allowed: list[Body] = []
+        denied: list[Body] = []
+        for r in resources:
+            kind, name = r["resource_type"], r["resource_name"]
+            if kind == _TOPIC_RESOURCE:
+                ok = gate.allows(op, TOPIC, name)
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            elif kind == _BROKER_RESOURCE:
+                ok = gate.allows(op, CLUSTER, CLUSTER_NAME)
+                code = E.CLUSTER_AUTHORIZATION_FAILED
+            else:  # the handler refuses types it does not know
+                ok, code = True, 0
+            if ok:
+                allowed.append(r)
+            else:
+                denied.append(
+                    {
+                        "error_code": code,
+                        "error_message": _message(op, f"resource {name!r}"),
+                        "resource_type": kind,
+                        "resource_name": name,
+                        "configs": [],
+                    }
+                )
+        if not denied:
+            return body, unchanged
+
+        def finish(response: Body | None) -> Body:
+            response = {} if response is None else response
+            response[results] = [*response.get(results, ()), *denied]
+            return response
+
+        return ({**body, "resources": allowed} if allowed else None), finish
+
+    return guard
+
+
+def _init_producer_id(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    transactional_id = body.get("transactional_id")
+    if transactional_id is not None:
+        if gate.allows(WRITE, TXN, transactional_id):
+            return body, unchanged
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif gate.allows(Operation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, quiet=True) or (
+        gate.allows_any(WRITE, TOPIC)
+    ):
+        # Kafka 2.8+: an idempotent producer needs IDEMPOTENT_WRITE, or WRITE on some topic.
+        return body, unchanged
+    else:
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+    return None, _fixed({"error_code": code, "producer_id": -1, "producer_epoch": -1})
+
+
+def _cluster(op: Operation, denied: Body) -> Guard:
+    """A request about the whole broker: ``op`` on the cluster, else ``denied``."""
+
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        if gate.allows(op, CLUSTER, CLUSTER_NAME):
+            return body, unchanged
+        return None, _fixed(dict(denied))
+
+    return guard
+
+
+def _acl_changes(request: str, results: str, empty: Mapping[str, Any]) -> Guard:
+    """CreateAcls and DeleteAcls: ALTER on the cluster, one error per entry if not."""
+
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        if gate.allows(ALTER, CLUSTER, CLUSTER_NAME):
+            return body, unchanged
+        error = {
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": _message(ALTER, "the cluster"),
+            **empty,
+        }
+        return None, _fixed({results: [dict(error) for _ in body.get(request) or ()]})
+
+    return guard
+
+
+_CLUSTER_DENIED = {
+    "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+    "error_message": _message(DESCRIBE, "the cluster"),
+}
+
+GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: _produce,
+        ApiKey.FETCH: _fetch,
+        ApiKey.LIST_OFFSETS: _list_offsets,
+        ApiKey.METADATA: _metadata,
+        ApiKey.OFFSET_COMMIT: _offset_commit,
+        ApiKey.OFFSET_FETCH: _offset_fetch,
+        ApiKey.FIND_COORDINATOR: _find_coordinator,
+        ApiKey.JOIN_GROUP: _group_member,
+        ApiKey.HEARTBEAT: _group_member,
+        ApiKey.LEAVE_GROUP: _group_member,
+        ApiKey.SYNC_GROUP: _group_member,
+        ApiKey.DESCRIBE_GROUPS: _groups_each("groups", DESCRIBE),
+        ApiKey.LIST_GROUPS: _list_groups,
+        ApiKey.API_VERSIONS: _open,
+        ApiKey.CREATE_TOPICS: _topics_each(
+            "topics", CREATE, "topics", with_message=True, cluster_op=True
+        ),
+        ApiKey.DELETE_TOPICS: _topics_each("topic_names", DELETE, "responses", with_message=False),
+        ApiKey.DELETE_RECORDS: _delete_records,
+        ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: _leader_epoch,
+        ApiKey.DESCRIBE_CONFIGS: _configs(Operation.DESCRIBE_CONFIGS, "results"),
+        ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "results": []}),
+        ApiKey.CREATE_PARTITIONS: _topics_each("topics", ALTER, "results", with_message=True),
+        ApiKey.DELETE_GROUPS: _groups_each("groups_names", DELETE),
+        ApiKey.OFFSET_DELETE: _offset_delete,
+        ApiKey.DESCRIBE_CLUSTER: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "brokers": []}),
+        ApiKey.ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS, "responses"),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS, "responses"),
+        ApiKey.DESCRIBE_ACLS: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "resources": []}),
+        ApiKey.CREATE_ACLS: _acl_changes("creations", "results", {}),
+        ApiKey.DELETE_ACLS: _acl_changes("filters", "filter_results", {"matching_acls": []}),
+    }
+)
+"""API key -> its guard; `rustka.kafka.apis` refuses to start without one per handler."""
