@@ -166,6 +166,13 @@ class PolicyViolation(RustkaError):
     code = 19
 
 
+class NotAuthorized(RustkaError):
+    """The connection's principal may not do this: no ACL allows it, or one denies it
+    (docs/security.md, "Authorization (ACLs)"). Kafka's *_AUTHORIZATION_FAILED."""
+
+    code = 20
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -186,5 +193,6 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         GroupHasActiveMembers,
         InvalidConfig,
         PolicyViolation,
+        NotAuthorized,
     )
 }
