@@ -9,6 +9,7 @@ quix_counter.py`` until SIGTERM. Everything it needs comes from the environment:
     STATE_DIR   where Quix keeps its RocksDB state stores
     INPUT       the topic of words (key: the word, value: anything)
     OUTPUT      the topic of counts: key the word, value {"word": ..., "count": n}
+    LOGLEVEL    Quix's log level (INFO when unset)
 
 The count is kept with ``State``, so Quix creates the store's changelog topic
 (compacted) and, given an empty STATE_DIR, restores the store from it before

@@ -1,0 +1,101 @@
+"""A faust-streaming application with a Table, run on `twistd rustka` as users run it (issue 18).
+
+tests/apps/faust_counter.py counts words per key in a RocksDB-backed Table.
+faust creates the table's changelog topic (compacted) and its assignor topic
+through rustka's CreateTopics, joins rustka's group coordinator with its own
+partition assignor, and commits there. The worker is stopped, its data dir
+(where the table lives) deleted, and started again: it must rebuild the table
+from the changelog and go on counting where it stopped, which its output shows
+record by record.
+
+Each batch of words is produced once the worker says it is ready: a faust
+worker fetches its source partitions while it recovers a table and may drop or
+repeat records it received in that window (faust's own ordering of its seek and
+its flow control, client-side; docs/kafka.md, "Stream-processing programs"), so
+the test feeds it when it serves, as a running worker is fed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+from tests.apps.programs import (
+    START_S,
+    app_python,
+    committed,
+    create_topics,
+    end_offsets,
+    exact_counts,
+    read_counts,
+    start_program,
+    stop_program,
+    stored_offsets,
+    stored_topic_config,
+    topic_configs,
+    words,
+)
+from tests.kafka.real_clients import confluent_produce
+from tools.twistd_process import start_broker
+
+APP_ID = "word-counter"
+INPUT = "words"
+OUTPUT = "word-counts"
+PARTITIONS = 2
+#: The changelog faust names after the application and the table.
+CHANGELOG = f"{APP_ID}-counts-changelog"
+READY = r"\[\^Worker\]: Ready"
+RECOVERED = r"\[\^---Recovery\]: Done reading from changelog topics"
+
+FIRST = {"apple": 3, "banana": 1, "cherry": 4, "damson": 2, "elder": 5, "fig": 1}
+SECOND = {"apple": 2, "cherry": 1, "fig": 3, "grape": 2}
+
+
+def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
+    python = app_python("faust")
+    data_dir = tmp_path / "data"
+    faust_dir = tmp_path / "faust"
+    totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
+    with start_broker(data_dir) as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {
+            "BOOTSTRAP": bootstrap,
+            "APP_ID": APP_ID,
+            "DATA_DIR": str(faust_dir),
+            "INPUT": INPUT,
+            "OUTPUT": OUTPUT,
+        }
+        worker = ["worker", "--loglevel", "info"]
+        create_topics(bootstrap, {INPUT: PARTITIONS, OUTPUT: 1})
+
+        with start_program(python, "faust_counter.py", worker, env, tmp_path) as app:
+            app.wait_for(READY, START_S)
+            confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
+            first = read_counts(bootstrap, OUTPUT, sum(FIRST.values()))
+            assert stop_program(app) == 0, "".join(app.output)
+        assert first == exact_counts(FIRST)
+
+        # What rustka stored: the changelog faust created is compacted, a topic override,
+        # with the table's partitions; the group committed everything the agent read.
+        configs = topic_configs(bootstrap, CHANGELOG)
+        assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+        assert sum(end_offsets(bootstrap, CHANGELOG, PARTITIONS)) == sum(FIRST.values())
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert sum(fed) == sum(FIRST.values())
+        assert committed(bootstrap, APP_ID, INPUT, PARTITIONS) == fed
+
+        shutil.rmtree(faust_dir)
+        with start_program(python, "faust_counter.py", worker, env, tmp_path) as app:
+            app.wait_for(RECOVERED, START_S)
+            app.wait_for(READY, START_S)
+            confluent_produce(bootstrap, INPUT, words(SECOND), partition=-1)
+            both = read_counts(bootstrap, OUTPUT, sum(totals.values()))
+            assert stop_program(app) == 0, "".join(app.output)
+        assert both == exact_counts(totals)
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert committed(bootstrap, APP_ID, INPUT, PARTITIONS) == fed
+        assert daemon.stop() in (0, -signal.SIGTERM), "".join(daemon.output)
+
+    assert stored_topic_config(data_dir, CHANGELOG)["cleanup.policy"] == "compact"
+    assert stored_offsets(data_dir, APP_ID, INPUT, PARTITIONS) == fed
