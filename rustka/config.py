@@ -159,16 +159,6 @@ LISTENER_SECURITY = ("none", "sasl", "mtls")
 SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 
 
-def _mapping_problem(rules: str) -> str | None:
-    from rustka.security.mapping import MappingError, PrincipalMapper
-
-    try:
-        PrincipalMapper(rules)
-    except MappingError as e:
-        return str(e)
-    return None
-
-
 def _host_name(host: str) -> str | None:
     if len(host) > 255 or not host.strip() or host.split() != [host]:
         return f"expected a host name or IP address, got {host!r}"
@@ -650,7 +640,6 @@ class Config:
         "How a client certificate's subject becomes a principal name "
         "(Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[LU], DEFAULT).",
         _SECURITY,
-        check=_mapping_problem,
     )
 
     def listener_security(self, name: str) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Final
 
 from twisted.internet import defer
 
-from rustka.kafka import acl_handlers, admin_handlers, group_handlers, handlers
+from rustka.kafka import acl_handlers, admin_handlers, group_handlers, handlers, sasl_handlers
 from rustka.kafka.authorization import GUARDS, unchanged
 from rustka.kafka.context import Body, Handler, RequestContext
 from rustka.kafka.messages import ApiKey
@@ -57,6 +57,10 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.DESCRIBE_CLUSTER: admin_handlers.describe_cluster,
         ApiKey.ALTER_CONFIGS: handlers.alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: handlers.incremental_alter_configs,
+        ApiKey.SASL_HANDSHAKE: sasl_handlers.sasl_handshake,
+        ApiKey.SASL_AUTHENTICATE: sasl_handlers.sasl_authenticate,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl_handlers.describe_user_scram_credentials,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl_handlers.alter_user_scram_credentials,
         ApiKey.DESCRIBE_ACLS: acl_handlers.describe_acls,
         ApiKey.CREATE_ACLS: acl_handlers.create_acls,
         ApiKey.DELETE_ACLS: acl_handlers.delete_acls,

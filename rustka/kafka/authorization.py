@@ -614,6 +614,14 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.DESCRIBE_GROUPS: _groups_each("groups", DESCRIBE),
         ApiKey.LIST_GROUPS: _list_groups,
         ApiKey.API_VERSIONS: _open,
+        ApiKey.SASL_HANDSHAKE: _open,
+        ApiKey.SASL_AUTHENTICATE: _open,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
+            DESCRIBE, {**_CLUSTER_DENIED, "results": []}
+        ),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(
+            ALTER, {"throttle_time_ms": 0, "results": []}
+        ),
         ApiKey.CREATE_TOPICS: _topics_each(
             "topics", CREATE, "topics", with_message=True, cluster_op=True
         ),

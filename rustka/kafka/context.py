@@ -27,6 +27,7 @@ from rustka.security.principal import Principal
 if TYPE_CHECKING:
     from rustka.broker.core import Broker
     from rustka.config import Config
+    from rustka.security.session import Authenticator
 
 __all__ = [
     "Body",
@@ -71,6 +72,9 @@ class Server(Protocol):
 
     broker: Broker
     config: Config
+    reactor: Any
+    authenticator: Authenticator
+    """The credential store, mechanisms and failure handling every connection shares."""
 
     def advertised_versions(self) -> list[tuple[int, int, int]]:
         """(key, min, max) of every API served, for ApiVersions."""

@@ -87,6 +87,10 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     ALTER_CONFIGS = 33
     INCREMENTAL_ALTER_CONFIGS = 44
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -985,6 +989,66 @@ DELETE_ACLS_RESPONSE = _msg(
     ),
 )
 
+# --- SASL (17, 36) and SCRAM credentials (50, 51): docs/kafka.md, "Authentication" ----
+
+SASL_HANDSHAKE_REQUEST = _msg("SaslHandshakeRequest", F("mechanism", STRING))
+SASL_HANDSHAKE_RESPONSE = _msg(
+    "SaslHandshakeResponse", F("error_code", INT16), F("mechanisms", Array(STRING))
+)
+SASL_AUTHENTICATE_REQUEST = _msg("SaslAuthenticateRequest", F("auth_bytes", BYTES))
+SASL_AUTHENTICATE_RESPONSE = _msg(
+    "SaslAuthenticateResponse",
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("auth_bytes", BYTES),
+    F("session_lifetime_ms", INT64, "1+"),
+)
+DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = _msg(
+    "DescribeUserScramCredentialsRequest",
+    F("users", [F("name", STRING)], nullable="0+"),
+)
+DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = _msg(
+    "DescribeUserScramCredentialsResponse",
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F(
+        "results",
+        [
+            F("user", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("credential_infos", [F("mechanism", INT8), F("iterations", INT32)]),
+        ],
+    ),
+)
+ALTER_USER_SCRAM_CREDENTIALS_REQUEST = _msg(
+    "AlterUserScramCredentialsRequest",
+    F("deletions", [F("name", STRING), F("mechanism", INT8)]),
+    F(
+        "upsertions",
+        [
+            F("name", STRING),
+            F("mechanism", INT8),
+            F("iterations", INT32),
+            F("salt", BYTES),
+            F("salted_password", BYTES),
+        ],
+    ),
+)
+ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = _msg(
+    "AlterUserScramCredentialsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "results",
+        [
+            F("user_name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+        ],
+    ),
+)
+
 # --- The table -------------------------------------------------------------------------
 
 
@@ -1219,6 +1283,40 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             1,
             INCREMENTAL_ALTER_CONFIGS_REQUEST,
             INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+        ),
+        # Authentication (docs/kafka.md, "Authentication"): SaslAuthenticate v2 and the
+        # SCRAM credential APIs are flexible.
+        _api(
+            ApiKey.SASL_HANDSHAKE,
+            "SaslHandshake",
+            (0, 1),
+            None,
+            SASL_HANDSHAKE_REQUEST,
+            SASL_HANDSHAKE_RESPONSE,
+        ),
+        _api(
+            ApiKey.SASL_AUTHENTICATE,
+            "SaslAuthenticate",
+            (0, 2),
+            2,
+            SASL_AUTHENTICATE_REQUEST,
+            SASL_AUTHENTICATE_RESPONSE,
+        ),
+        _api(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            "DescribeUserScramCredentials",
+            (0, 0),
+            0,
+            DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+            DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+        ),
+        _api(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            "AlterUserScramCredentials",
+            (0, 0),
+            0,
+            ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+            ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
         ),
     ]
 )

@@ -50,7 +50,15 @@ from rustka.kafka.errors import ErrorCode
 from rustka.kafka.messages import ApiKey
 from rustka.kafka.schema import KafkaCodecError, RequestHeader
 from rustka.output_budget import OutputBudget
-from rustka.security.principal import ANONYMOUS, Principal
+from rustka.security.principal import Principal
+from rustka.security.session import (
+    NO_SECURITY,
+    Authenticator,
+    ConnectionAuth,
+    ListenerSecurity,
+    authenticator_from_config,
+    subject_of,
+)
 
 _LENGTH = struct.Struct("!I")
 # Read once: looking a member up on an Enum class costs ~0.2 us in CPython 3.11, and these
@@ -61,6 +69,10 @@ _FETCH = ApiKey.FETCH
 _READ_AHEAD = 1 << 20
 # How many Produce requests of one connection may be in flight together.
 _MAX_PIPELINED_PRODUCES = 16
+# What a connection may send before it has authenticated (docs/kafka.md, "Authentication").
+_BEFORE_AUTHENTICATION = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
 
 
 @dataclass
@@ -100,6 +112,8 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     log = Logger()
     factory: KafkaFactory
+    security: ListenerSecurity = NO_SECURITY
+    """What the listener requires; set on the connection by its listener's factory."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -111,13 +125,20 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._reading_paused = False
         self.client_id: str | None = None
         self.software: tuple[str, str] | None = None
-        self.principal: Principal = ANONYMOUS
+        self.auth = ConnectionAuth(NO_SECURITY, None)
+        self.raw_sasl = False
         self.requests = 0
         self.connected_at = time.time()
 
     # -- lifecycle ----------------------------------------------------------------
 
+    @property
+    def principal(self) -> Principal:
+        """Who the connection acts as: User:ANONYMOUS until (or without) authentication."""
+        return self.auth.principal
+
     def connectionMade(self) -> None:
+        self.auth = ConnectionAuth(self.security, self.factory.authenticator)
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -184,6 +205,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def stringReceived(self, frame: bytes) -> None:
         self.requests += 1
+        if self.raw_sasl:
+            self._raw_sasl_token(frame)
+            return
         try:
             header, pos = messages.decode_request_header(frame)
         except KafkaCodecError as e:
@@ -195,6 +219,17 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if handler is None or api is None:
             self._bad_request(f"unsupported API key {header.api_key}")
             return
+        auth = self.auth
+        if auth.required and header.api_key not in _BEFORE_AUTHENTICATION:
+            if not auth.authenticated and auth.security.mode == "mtls":
+                auth.from_certificate(subject_of(self.transport), self.peer)
+            if not auth.may_serve():
+                self._bad_request(
+                    f"{api.name} before authenticating"
+                    if not auth.authenticated
+                    else f"{api.name} after the session expired without re-authentication"
+                )
+                return
         if not api.min_version <= header.api_version <= api.max_version:
             if header.api_key == ApiKey.API_VERSIONS:
                 # Kafka's answer: a v0-layout table with UNSUPPORTED_VERSION, so the
@@ -232,6 +267,21 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
             )
         else:
             self._answered(result, slot, started)
+
+    def _raw_sasl_token(self, frame: bytes) -> None:
+        """A SASL token after SaslHandshake v0: a bare frame, answered with a bare frame."""
+        from rustka.kafka.sasl_handlers import raw_token
+
+        answer = raw_token(self, self.factory.authenticator, frame)
+        if answer is None:
+            # v0 has no way to say why: hang up, after the delay that slows guessing.
+            self.discard_buffer()
+            self.transport.pauseProducing()
+            delay = self.factory.authenticator.failure_delay_s
+            self.factory.reactor.callLater(delay, self._close_after_answers)
+            return
+        self._queue.push_answer((_LENGTH.pack(len(answer)), answer))
+        self._flush()
 
     def _reserve_fetch(self, body: Body) -> int:
         """Cap a Fetch's answer by the output budget and reserve what it may return."""
@@ -350,6 +400,7 @@ class KafkaFactory(Factory):
         config: Config,
         reactor: Any = None,
         handlers: dict[int, Handler] | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
@@ -359,6 +410,7 @@ class KafkaFactory(Factory):
         self.config = config
         self.reactor = reactor
         self.handlers: dict[int, Handler] = dict(HANDLERS if handlers is None else handlers)
+        self.authenticator = authenticator or authenticator_from_config(config)
         self.connections: set[KafkaProtocol] = set()
         self.closing: dict[KafkaProtocol, list[defer.Deferred[None]]] = {}
         self.stats: dict[int, ApiStats] = {}

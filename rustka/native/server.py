@@ -37,6 +37,14 @@ from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
 from rustka.native.handlers import NativeHandler
 from rustka.output_budget import OutputBudget
+from rustka.security.principal import Principal
+from rustka.security.session import (
+    NO_SECURITY,
+    Authenticator,
+    ConnectionAuth,
+    ListenerSecurity,
+    authenticator_from_config,
+)
 
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
@@ -49,9 +57,12 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     log = Logger()
     factory: BrokerFactory
+    security: ListenerSecurity = NO_SECURITY
+    """What the listener requires; set on the connection by its listener's factory."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.auth = ConnectionAuth(NO_SECURITY, None)
         self._reading_paused_by: set[str] = set()
         self._closed = False
         self._run_is_write = False
@@ -69,7 +80,19 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     # -- connection lifecycle ---------------------------------------------------
 
+    @property
+    def principal(self) -> Principal:
+        """Who the connection acts as: User:ANONYMOUS until (or without) authentication."""
+        return self.auth.principal
+
+    @property
+    def peer(self) -> str:
+        peer = self.transport.getPeer()
+        host = getattr(peer, "host", None)
+        return f"{host}:{peer.port}" if host is not None else str(peer)
+
     def connectionMade(self) -> None:
+        self.auth = ConnectionAuth(self.security, self.factory.authenticator)
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -345,11 +368,18 @@ class BrokerFactory(Factory):
     log = Logger()
     protocol = BrokerProtocol
 
-    def __init__(self, broker: Broker, config: Config, reactor: Any = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        config: Config,
+        reactor: Any = None,
+        authenticator: Authenticator | None = None,
+    ) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
 
             reactor = default_reactor
+        self.authenticator = authenticator or authenticator_from_config(config)
         self.broker = broker
         self.handler = NativeHandler(broker)
         self.config = config

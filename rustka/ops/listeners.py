@@ -24,6 +24,7 @@ from twisted.application import service
 from twisted.application.internet import StreamServerEndpointService
 from twisted.internet import defer, endpoints
 from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -100,6 +101,66 @@ def server_endpoint(reactor: Any, description: str, setting: str) -> Any:
         raise ConfigError(f"{setting}: bad endpoint {description!r}: {e}") from e
 
 
+class SecuredFactory(Factory):
+    """A listener's factory: the shared one, with what this listener requires written on
+    every connection it builds (``protocol.security``), so one broker factory serves
+    listeners of different security (docs/security.md)."""
+
+    def __init__(self, inner: Factory, security: Any) -> None:
+        self.inner = inner
+        self.security = security
+
+    def doStart(self) -> None:
+        self.inner.doStart()
+
+    def doStop(self) -> None:
+        self.inner.doStop()
+
+    def buildProtocol(self, addr: Any) -> Protocol | None:
+        protocol = self.inner.buildProtocol(addr)
+        if protocol is not None:
+            protocol.security = self.security  # type: ignore[attr-defined]
+        return protocol
+
+
+def require_client_certificates(endpoint: Any, ca_file: str, setting: str) -> None:
+    """Make an ``ssl:`` endpoint demand a client certificate signed by a CA in ``ca_file``
+    (Kafka's ssl.client.auth=required); the handshake fails without one.
+
+    Twisted's ``ssl:`` strings cannot say this, so the endpoint's own options (key,
+    certificate, chain, DH parameters, method) are kept and only verification is added.
+    """
+    import re
+
+    from twisted.internet import ssl
+
+    options = getattr(endpoint, "_sslContextFactory", None)
+    if options is None:
+        raise ConfigError(f"{setting}: mtls needs an ssl: endpoint")
+    try:
+        text = Path(ca_file).read_text()
+    except OSError as e:
+        raise ConfigError(f"ssl_client_ca_file: cannot read {ca_file}: {e.strerror}") from e
+    blocks = re.findall(
+        r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", text, flags=re.DOTALL
+    )
+    try:
+        cas = [ssl.Certificate.loadPEM(block.encode()).original for block in blocks]
+    except Exception as e:
+        raise ConfigError(f"ssl_client_ca_file: {ca_file}: not a PEM certificate: {e}") from e
+    if not cas:
+        raise ConfigError(f"ssl_client_ca_file: {ca_file} holds no PEM certificate")
+    endpoint._sslContextFactory = ssl.CertificateOptions(
+        privateKey=options.privateKey,
+        certificate=options.certificate,
+        extraCertChain=options.extraCertChain or None,
+        dhParameters=getattr(options, "dhParameters", None),
+        verify=True,
+        caCerts=cas,
+        requireCertificate=True,
+    )
+
+
 class Listener(StreamServerEndpointService):
     """Twisted's endpoint service, keeping the bound port and a `listening` Deferred.
 
@@ -123,10 +184,14 @@ class Listener(StreamServerEndpointService):
         backlog: int | None = None,
         after: Callable[[], defer.Deferred[Any]] | None = None,
         on_failure: Callable[[Failure], None] | None = None,
+        client_ca_file: str | None = None,
     ) -> None:
         self.description = description if backlog is None else with_backlog(description, backlog)
         self.setting = setting
-        super().__init__(server_endpoint(reactor, self.description, setting), factory)
+        endpoint = server_endpoint(reactor, self.description, setting)
+        if client_ca_file is not None:
+            require_client_certificates(endpoint, client_ca_file, setting)
+        super().__init__(endpoint, factory)
         self.port: IListeningPort | None = None
         self.listening: defer.Deferred[IListeningPort] = defer.Deferred()
         self._after = after

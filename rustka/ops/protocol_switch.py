@@ -204,6 +204,10 @@ class ProtocolSwitch(Protocol, TimeoutMixin):
             self.transport.loseConnection()
             return
         self.inner = inner
+        security = getattr(self, "security", None)
+        if security is not None:
+            # What this connection's listener requires (set by its SecuredFactory).
+            inner.security = security  # type: ignore[attr-defined]
         head, self._head = bytes(self._head), bytearray()
         if getattr(self.transport, "protocol", None) is self:
             # A plain TCP transport calls its protocol directly: let it call the chosen

@@ -36,8 +36,10 @@ from rustka.broker.service import BrokerService
 from rustka.config import Config, ConfigError
 from rustka.kafka.server import KafkaFactory
 from rustka.native.server import BrokerFactory
-from rustka.ops.listeners import Listener, effective_backlog
+from rustka.ops.listeners import Listener, SecuredFactory, effective_backlog
 from rustka.ops.protocol_switch import ProtocolSwitchFactory
+from rustka.security.audit import audit
+from rustka.security.session import ListenerSecurity, authenticator_from_config
 
 _log = Logger(namespace="rustka.ops.tap")
 
@@ -86,10 +88,14 @@ class BrokerTree(service.MultiService):
         self._stop_reactor_on_failure = stop_reactor_on_failure
         self.broker_service = BrokerService(config, reactor)
         self.broker = self.broker_service.broker
-        self.factory = BrokerFactory(self.broker, config, reactor)
+        # One credential store, one set of counters, for both protocols' connections.
+        self.authenticator = authenticator_from_config(config, audit)
+        self.factory = BrokerFactory(self.broker, config, reactor, self.authenticator)
         self.kafka_factory: KafkaFactory | None = None
         if config.kafka_enabled:
-            self.kafka_factory = KafkaFactory(self.broker, config, reactor)
+            self.kafka_factory = KafkaFactory(
+                self.broker, config, reactor, authenticator=self.authenticator
+            )
         # What `listen` endpoints serve: both protocols, told apart by the first frame;
         # with Kafka off, the switch closes a Kafka client's connection (docs/kafka.md).
         self.serving_factory = ProtocolSwitchFactory(self.factory, self.kafka_factory)
@@ -171,15 +177,17 @@ def build_service(
             ("kafka_listen", config.kafka_listen, top.kafka_factory, top.kafka_listeners)
         )
     for setting, descriptions, factory, listeners in endpoints:
-        for description in descriptions:
+        modes = config.listener_security(setting)
+        for description, mode in zip(descriptions, modes, strict=True):
             listener = Listener(
                 description,
                 setting,
-                factory,
+                factory if mode == "none" else SecuredFactory(factory, ListenerSecurity(mode)),
                 reactor,
                 backlog=backlog,
                 after=top.when_storage_open,
                 on_failure=lambda failure, d=description: top.listener_failed(d, failure),
+                client_ca_file=config.ssl_client_ca_file if mode == "mtls" else None,
             )
             listener.setServiceParent(top)
             listeners.append(listener)

@@ -201,14 +201,19 @@ def authenticator_from_config(config: Any, audit: Audit | None = None) -> Authen
     """The broker's one Authenticator, from its settings (rustka.config.Config)."""
     from pathlib import Path
 
+    from rustka.config import ConfigError
     from rustka.settings import split_list
 
+    try:
+        mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
+    except MappingError as e:
+        raise ConfigError(f"ssl_principal_mapping_rules: {e}") from None
     path = config.credentials_file or str(Path(config.data_dir) / "credentials")
     return Authenticator(
         store=CredentialStore(path),
         mechanisms=tuple(split_list(config.sasl_enabled_mechanisms)),
         failure_delay_s=config.connection_failed_authentication_delay_ms / 1000,
         session_lifetime_ms=config.connections_max_reauth_ms,
-        mapper=PrincipalMapper(config.ssl_principal_mapping_rules),
+        mapper=mapper,
         audit=audit or (lambda event, fields: None),
     )

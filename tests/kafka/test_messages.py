@@ -103,6 +103,11 @@ EXPECTED_TABLE = {
     # Topic configs (docs/kafka.md, "Topic configs").
     33: ("AlterConfigs", 0, 1, 2),
     44: ("IncrementalAlterConfigs", 0, 0, 1),
+    # Authentication (docs/kafka.md, "Authentication").
+    17: ("SaslHandshake", 0, 1, None),
+    36: ("SaslAuthenticate", 0, 2, 2),
+    50: ("DescribeUserScramCredentials", 0, 0, 0),
+    51: ("AlterUserScramCredentials", 0, 0, 0),
 }
 
 
@@ -138,6 +143,9 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (35, 3),
         (35, 4),
         (21, 2),
+        (36, 2),
+        (50, 0),
+        (51, 0),
     }
 
 
@@ -298,6 +306,17 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # DescribeLogDirs (flexible from v2)
     (35, 0, {"topics": None}, "ffffffff"),  # null: every partition
     (35, 4, {"topics": [{"topic": "t", "partitions": [1]}]}, "02 02 74 02 00000001 00 00"),
+    # SaslHandshake, SaslAuthenticate (v2 flexible), the SCRAM credential APIs (flexible)
+    (17, 0, {"mechanism": "PLAIN"}, "0005 504c41494e"),
+    (17, 1, {"mechanism": "PLAIN"}, "0005 504c41494e"),
+    (36, 0, {"auth_bytes": b"\x00a"}, "00000002 0061"),
+    (36, 2, {"auth_bytes": b"\x00a"}, "03 0061 00"),
+    (50, 0, {"users": None}, "00 00"),
+    (50, 0, {"users": [{"name": "u"}]}, "02 0275 00 00"),
+    (51, 0, {"deletions": [{"name": "u", "mechanism": 1}], "upsertions": [
+        {"name": "u", "mechanism": 2, "iterations": 4096, "salt": b"s",
+         "salted_password": b"p"}]},
+     "02 0275 01 00 02 0275 02 00001000 0273 0270 00 00"),
     # DescribeCluster (flexible from v0)
     (60, 0, {"include_cluster_authorized_operations": True}, "01 00"),
     (60, 1, {"endpoint_type": 2}, "00 02 00"),
@@ -576,6 +595,22 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (35, 4, {"results": [{"error_code": 0, "log_dir": "d", "topics": [], "total_bytes": 10,
                           "usable_bytes": 4}]},
      "00000000 0000 02 0000 02 64 01 000000000000000a 0000000000000004 00 00"),
+    # SaslHandshake, SaslAuthenticate, the SCRAM credential APIs
+    (17, 0, {"error_code": 0, "mechanisms": ["PLAIN"]}, "0000 00000001 0005 504c41494e"),
+    (17, 1, {"error_code": 33, "mechanisms": []}, "0021 00000000"),
+    (36, 0, {"error_code": 58, "error_message": "m", "auth_bytes": b""},
+     "003a 0001 6d 00000000"),
+    (36, 1, {"error_code": 0, "error_message": None, "auth_bytes": b"v",
+             "session_lifetime_ms": 1000}, "0000 ffff 00000001 76 00000000000003e8"),
+    (36, 2, {"error_code": 0, "error_message": None, "auth_bytes": b"v",
+             "session_lifetime_ms": 0}, "0000 00 02 76 0000000000000000 00"),
+    (50, 0, {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": [
+        {"user": "u", "error_code": 0, "error_message": None,
+         "credential_infos": [{"mechanism": 1, "iterations": 4096}]}]},
+     "00000000 0000 00 02 0275 0000 00 02 01 00001000 00 00 00"),
+    (51, 0, {"throttle_time_ms": 0, "results": [
+        {"user_name": "u", "error_code": 93, "error_message": "m"}]},
+     "00000000 02 0275 005d 026d 00 00"),
     # DescribeCluster (flexible from v0)
     (60, 0, {"cluster_id": "c", "controller_id": 0, "brokers": [
         {"broker_id": 0, "host": "h", "port": 9092, "rack": None}]},
