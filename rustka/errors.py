@@ -173,6 +173,20 @@ class NotAuthorized(RustkaError):
     code = 20
 
 
+class AuthenticationRequired(RustkaError):
+    """The listener requires authentication and the connection has not (or no longer
+    has) authenticated: only Hello and the SASL ops are served (docs/protocol.md, 7.12)."""
+
+    code = 21
+
+
+class AuthenticationFailed(RustkaError):
+    """The SASL exchange failed: wrong credentials, an unknown user or mechanism, or a
+    malformed message. The connection is closed after the answer."""
+
+    code = 22
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -194,5 +208,7 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         InvalidConfig,
         PolicyViolation,
         NotAuthorized,
+        AuthenticationRequired,
+        AuthenticationFailed,
     )
 }
