@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,9 +21,9 @@ import pytest
 from rustka.config import Config
 from rustka.storage.offsets import OffsetsStore
 from rustka.storage.topic import read_topic_config
-from tests.kafka.real_clients import Record, confluent_read
+from tests.kafka.real_clients import Record, confluent_read, kcat
 from tools import app_venvs
-from tools.twistd_process import OutputProcess
+from tools.twistd_process import OutputProcess, Twistd, start_broker
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,6 +31,26 @@ HERE = Path(__file__).resolve().parent
 START_S = 60.0
 #: Bound of a graceful stop (a last commit and the group leave).
 STOP_S = 60.0
+
+
+#: Broker settings under which a compacted topic is cleaned within seconds of its last
+#: write, as tests/kafka/test_compaction_clients.py has them: an idle segment rolls after
+#: segment_ms, and max_compaction_lag_ms makes even a barely dirty log due for cleaning.
+COMPACTING = {
+    "segment_ms": 300,
+    "max_compaction_lag_ms": 1000,
+    "retention_check_interval_ms": 100,
+    "cleaner_backoff_ms": 100,
+}
+#: Bound of the wait for the cleaner to compact a changelog.
+COMPACTED_S = 30.0
+
+
+def start_compacting_broker(data_dir: Path) -> Twistd:
+    """`twistd rustka` (tools/twistd_process.py) with COMPACTING in its --config file."""
+    config = data_dir.with_name("rustka.toml")
+    config.write_text("".join(f"{key} = {value}\n" for key, value in COMPACTING.items()))
+    return start_broker(data_dir, "--config", str(config))
 
 
 def app_python(name: str) -> Path:
@@ -124,6 +145,34 @@ def read_counts(bootstrap: str, topic: str, expected: int) -> dict[str, list[int
         assert key is not None and count["word"] == key.decode()
         seen.setdefault(count["word"], []).append(count["count"])
     return seen
+
+
+def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, str, str]]:
+    """kcat, every partition from the beginning to the end: (partition, offset, key, value)."""
+    out = kcat(
+        "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%p\t%o\t%k\t%s\n"
+    )
+    rows = []
+    for line in out.splitlines():
+        partition, offset, key, value = line.split("\t")
+        rows.append((int(partition), int(offset), key, value))
+    return rows
+
+
+def wait_compacted(bootstrap: str, topic: str) -> dict[str, str]:
+    """Read the topic until it holds one record per key; then each key's value.
+
+    The cleaner runs on the broker's own schedule, so the topic is read again
+    (each read is a kcat run to the end) until then, or COMPACTED_S is up.
+    """
+    deadline = time.monotonic() + COMPACTED_S
+    while True:
+        rows = read_topic(bootstrap, topic)
+        latest = {key: value for _, _, key, value in rows}
+        if len(rows) == len(latest):
+            return latest
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} not compacted within {COMPACTED_S} s: {rows}")
 
 
 def exact_counts(totals: dict[str, int]) -> dict[str, list[int]]:

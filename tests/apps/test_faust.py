@@ -3,10 +3,13 @@
 tests/apps/faust_counter.py counts words per key in a RocksDB-backed Table.
 faust creates the table's changelog topic (compacted) and its assignor topic
 through rustka's CreateTopics, joins rustka's group coordinator with its own
-partition assignor, and commits there. The worker is stopped, its data dir
-(where the table lives) deleted, and started again: it must rebuild the table
-from the changelog and go on counting where it stopped, which its output shows
-record by record.
+partition assignor, and commits there. The worker is stopped and the broker's
+cleaner compacts the changelog (the broker runs with settings that clean
+within seconds), leaving the latest count of each key at its offset; then the
+worker's data dir (where the table lives) is deleted and the worker started
+again: it must rebuild the table from the compacted changelog, reading across
+its gaps, and go on counting where it stopped, which its output shows record
+by record.
 
 Each batch of words is produced once the worker says it is ready: a faust
 worker fetches its source partitions while it recovers a table and may drop or
@@ -29,15 +32,16 @@ from tests.apps.programs import (
     end_offsets,
     exact_counts,
     read_counts,
+    start_compacting_broker,
     start_program,
     stop_program,
     stored_offsets,
     stored_topic_config,
     topic_configs,
+    wait_compacted,
     words,
 )
 from tests.kafka.real_clients import confluent_produce
-from tools.twistd_process import start_broker
 
 APP_ID = "word-counter"
 INPUT = "words"
@@ -57,7 +61,7 @@ def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     faust_dir = tmp_path / "faust"
     totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
-    with start_broker(data_dir) as daemon:
+    with start_compacting_broker(data_dir) as daemon:
         bootstrap = f"127.0.0.1:{daemon.port}"
         env = {
             "BOOTSTRAP": bootstrap,
@@ -80,6 +84,11 @@ def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
         # with the table's partitions; the group committed everything the agent read.
         configs = topic_configs(bootstrap, CHANGELOG)
         assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+        # The cleaner compacts it: of every version of every count (faust writes one per
+        # update), the latest of each key is left, at its own offset; the recovery below
+        # reads across the gaps.
+        changelog = wait_compacted(bootstrap, CHANGELOG)
+        assert changelog == {f'"{w}"': str(n) for w, n in FIRST.items()}
         assert sum(end_offsets(bootstrap, CHANGELOG, PARTITIONS)) == sum(FIRST.values())
         fed = end_offsets(bootstrap, INPUT, PARTITIONS)
         assert sum(fed) == sum(FIRST.values())

@@ -3,10 +3,13 @@
 tests/apps/quix_counter.py counts words per key with ``State``. Quix creates its
 output topic and the state store's changelog topic (compacted) through
 rustka's CreateTopics and checks them with DescribeConfigs; its consumer
-group commits on rustka's coordinator. The application is stopped, its local
-state directory emptied, and started again: it must restore the store from
-the changelog and go on counting where it stopped, which its output shows
-record by record.
+group commits on rustka's coordinator. The application is stopped and the
+broker's cleaner compacts the changelog (the broker runs with settings that
+clean within seconds), leaving the latest count of each key at its offset;
+then the local state directory is emptied and the application started again:
+it must restore the store from the compacted changelog, reading across its
+gaps, and go on counting where it stopped, which its output shows record by
+record.
 """
 
 from __future__ import annotations
@@ -23,15 +26,16 @@ from tests.apps.programs import (
     end_offsets,
     exact_counts,
     read_counts,
+    start_compacting_broker,
     start_program,
     stop_program,
     stored_offsets,
     stored_topic_config,
     topic_configs,
+    wait_compacted,
     words,
 )
 from tests.kafka.real_clients import confluent_produce
-from tools.twistd_process import start_broker
 
 GROUP = "word-counter"
 INPUT = "words"
@@ -49,7 +53,7 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
     data_dir = tmp_path / "data"
     state_dir = tmp_path / "state"
     totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
-    with start_broker(data_dir) as daemon:
+    with start_compacting_broker(data_dir) as daemon:
         bootstrap = f"127.0.0.1:{daemon.port}"
         env = {
             "BOOTSTRAP": bootstrap,
@@ -57,6 +61,7 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
             "STATE_DIR": str(state_dir),
             "INPUT": INPUT,
             "OUTPUT": OUTPUT,
+            "COMMIT_EVERY": "1",
         }
         create_topics(bootstrap, {INPUT: PARTITIONS})
         confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
@@ -71,7 +76,13 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
         # with a partition per input partition; the group committed everything it read.
         configs = topic_configs(bootstrap, CHANGELOG)
         assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
-        assert len(end_offsets(bootstrap, CHANGELOG, PARTITIONS)) == PARTITIONS
+        # The cleaner compacts it: of every version of every count (one checkpoint per
+        # record), the latest of each key is left, at its own offset; the restore below
+        # reads across the gaps.
+        changelog = wait_compacted(bootstrap, CHANGELOG)
+        assert changelog == {f'"{w}"|"count"': str(n) for w, n in FIRST.items()}
+        versions = end_offsets(bootstrap, CHANGELOG, PARTITIONS)
+        assert sum(versions) == sum(FIRST.values())
         fed = end_offsets(bootstrap, INPUT, PARTITIONS)
         assert sum(fed) == sum(FIRST.values())
         assert committed(bootstrap, GROUP, INPUT, PARTITIONS) == fed
