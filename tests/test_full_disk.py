@@ -184,8 +184,14 @@ async def test_full_disk_refuses_writes_keeps_acked_records_and_recovers(
     # Under the rlimit the "disk" is full when the active segment reaches the limit,
     # so segments must be allowed to grow past it.
     segment_bytes = SEGMENT_BYTES if on_tmpfs else 2 * FSIZE_LIMIT
+    # file_delete_delay_ms 0: a deleted segment's space returns at once, and the
+    # pass after a failed one releases it (the delay itself: test_maintenance.py).
     broker: RunningBroker = await start_broker(
-        data_dir, segment_bytes=segment_bytes, default_partitions=1, flush="always"
+        data_dir,
+        segment_bytes=segment_bytes,
+        default_partitions=1,
+        flush="always",
+        file_delete_delay_ms=0,
     )
     limit: Any = contextlib.nullcontext() if on_tmpfs else _file_size_limit(FSIZE_LIMIT)
     client = await within(defer.ensureDeferred(broker.client()))

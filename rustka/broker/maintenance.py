@@ -33,8 +33,6 @@ from rustka.storage.partition_log import PartitionLog
 
 FLUSH = "flush"
 RETENTION = "retention"
-# How long a deleted segment's files stay open for reads already running on the pool.
-RELEASE_GRACE_S = 5.0
 OFFSETS_COMPACTION = "offsets_compaction"
 OFFSETS_EXPIRY = "offsets_expiry"
 # The log cleaner's failures (rustka/broker/log_cleaner.py) are counted here too.
@@ -136,7 +134,7 @@ class Maintenance:
                     self.failed(Failure(), RETENTION, key)
                     continue
                 work.append(
-                    d.addCallbacks(self._retained, self.failed, (key,), None, (RETENTION, key))
+                    d.addCallbacks(self._retained, self.failed, (key, plog), None, (RETENTION, key))
                 )
         offsets, lane = core.offsets, core.offsets_lane
         if offsets is not None and lane is not None:
@@ -163,12 +161,14 @@ class Maintenance:
                 self.failed(Failure(), OFFSETS_COMPACTION, OFFSETS_KEY)
         return _all(work)
 
-    def _retained(self, deleted: list[int], key: PartitionKey) -> None:
+    def _retained(self, deleted: list[int], key: PartitionKey, plog: PartitionLog) -> None:
         if deleted:
-            # Readers that snapshotted the deleted segments get a grace period, then
-            # the files close and their space returns: a full disk recovers in
-            # seconds, not one retention interval later.
-            self._core.reactor.callLater(RELEASE_GRACE_S, self._release, key)
+            # Readers that snapshotted the deleted segments keep them for the topic's
+            # file.delete.delay.ms (as the cleaner's replaced segments), then the files
+            # close and their space returns: a full disk recovers in seconds, not one
+            # retention interval later.
+            delay_s = plog.config.file_delete_delay_ms / 1000
+            self._core.reactor.callLater(delay_s, self._release, key)
             self._core.stats.retention_deleted_segments += len(deleted)
             self.log.info(
                 "retention deleted {count} segment(s) of {topic}/{partition}: base offsets {bases}",

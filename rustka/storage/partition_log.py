@@ -138,7 +138,9 @@ class PartitionLog:
         # and when this process started the segment, so batches with old client
         # timestamps cannot make every append roll.
         self._active_started_ms: int | None = None
-        self._doomed: list[Segment] = []
+        # Deleted segments still open for readers in flight, each with the time (ms, the
+        # log's clock) from which it may close: file.delete.delay.ms after its deletion.
+        self._doomed: list[tuple[Segment, int]] = []
         self._failed: str | None = None
         self._closed = False
         self._view = self._make_view(sum(s.size for s in segments))
@@ -626,9 +628,10 @@ class PartitionLog:
         """Delete whole oldest segments beyond retention_bytes or older than retention_ms.
 
         Never the active segment: an old, non-empty active segment is rolled so
-        a later pass can expire it. Segments deleted by the previous pass are
-        closed now, which gives in-flight readers one retention interval.
-        Returns the base offsets deleted.
+        a later pass can expire it. Segments deleted earlier whose
+        file.delete.delay.ms is over are closed now (the broker normally
+        releases them when it is over, `release_deleted`). Returns the base
+        offsets deleted.
 
         Segments wholly below the log start DeleteRecords set go under any
         cleanup.policy. Time and size retention only under cleanup.policy
@@ -640,7 +643,7 @@ class PartitionLog:
         (Kafka rolls only at the next append).
         """
         self._check_writable()
-        self._release_doomed()
+        self._release_doomed(self._clock())
         config = self.config
         if config.compact and self._past_segment_ms(self._segments[-1], now_ms):
             self.roll()
@@ -713,7 +716,7 @@ class PartitionLog:
     def delete_before(self, offset: int) -> list[int]:
         """Delete the oldest non-active segments whose offsets all lie below ``offset``."""
         self._check_writable()
-        self._release_doomed()
+        self._release_doomed(self._clock())
         count = 0
         for seg in self._segments[:-1]:
             if seg.next_offset > offset:
@@ -734,7 +737,7 @@ class PartitionLog:
         del self._segments[:count]
         freed = sum(seg.size for seg in doomed)
         self._publish(self._view.size_bytes - freed, segments_changed=True)
-        self._doomed.extend(doomed)
+        self._doom(doomed)
         errors: list[str] = []
         for seg in doomed:
             try:
@@ -754,20 +757,33 @@ class PartitionLog:
 
         Deleted segments keep their descriptors open for readers that took a
         snapshot before the deletion; the broker calls this on the partition's
-        lane a grace period after the pass (docs/reliability.md, "Full disk"),
-        instead of waiting for the next pass. Returns how many were released.
+        lane the topic's file.delete.delay.ms after the pass (docs/reliability.md,
+        "Full disk"), instead of waiting for the next pass. Only those whose
+        delay is over go: a segment deleted since keeps its own. Returns how
+        many were released.
         """
-        count = len(self._doomed)
-        self._release_doomed()
-        return count
+        return self._release_doomed(self._clock())
 
-    def _release_doomed(self) -> None:
-        """Close and remove segments deleted by an earlier pass."""
-        doomed, self._doomed = self._doomed, []
+    def _doom(self, segments: Sequence[Segment]) -> None:
+        """Keep deleted ``segments`` open for readers in flight for file.delete.delay.ms."""
+        due = self._clock() + self.config.file_delete_delay_ms
+        self._doomed.extend((seg, due) for seg in segments)
+
+    def _release_doomed(self, now_ms: int | None = None) -> int:
+        """Close and remove deleted segments whose delay is over at ``now_ms`` (all: None)."""
+        doomed: list[Segment] = []
+        waiting: list[tuple[Segment, int]] = []
+        for seg, due in self._doomed:
+            if now_ms is None or due <= now_ms:
+                doomed.append(seg)
+            else:
+                waiting.append((seg, due))
+        self._doomed = waiting
         for seg in doomed:
             seg.close()
             with contextlib.suppress(StorageError):
                 seg.remove_files()
+        return len(doomed)
 
     # ------------------------------------------------------------------ cleaning
 
@@ -842,7 +858,7 @@ class PartitionLog:
         segments[first:stop] = [cleaned]
         freed = sum(seg.size for seg in old) - cleaned.size
         self._publish(self._view.size_bytes - freed, segments_changed=True)
-        self._doomed.extend(old)
+        self._doom(old)
         try:
             for seg in old:
                 seg.delete()

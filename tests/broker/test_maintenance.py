@@ -223,3 +223,64 @@ def test_expired_keeps_groups_in_use_and_counts_from_the_later_of_commit_and_emp
         assert store.expired(now, 100_000, since) == []
     finally:
         store.close()
+
+
+class WatchedLog(PartitionLog):
+    """A real partition log that says when the broker asks it to release deleted segments."""
+
+    released: defer.Deferred[int]
+
+    def release_deleted(self) -> int:
+        from twisted.internet import reactor
+
+        count = super().release_deleted()
+        reactor.callFromThread(self.released.callback, count)
+        return count
+
+
+def deleted_files(plog: PartitionLog) -> list[str]:
+    return sorted(p.name for p in plog.directory.iterdir() if p.name.endswith(".log.deleted"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_retention_keeps_deleted_segments_for_the_topics_file_delete_delay_ms(
+    broker_factory: Any,
+) -> None:
+    """Kafka's file.delete.delay.ms, per topic: a topic with 0 gets its deleted segments
+    released right after the pass; one with 10 minutes has its release scheduled that
+    far ahead and keeps the files through the next pass and an early release."""
+    from twisted.internet import reactor
+
+    running = await broker_factory(
+        segment_bytes=200, retention_bytes=1, retention_check_interval_ms=3_600_000
+    )
+    try:
+        core = running.broker
+        for name, delay in (("fast", "0"), ("slow", "600000")):
+            await within(core.create_topic(name, 1, {"file.delete.delay.ms": delay}))
+            for _ in range(5):
+                payload = encode_batch([Record(b"k", b"v" * 150)], timestamp=ms_now())
+                await within(core.append(name, 0, payload, auto_create=False))
+        fast, slow = core.partition("fast", 0), core.partition("slow", 0)
+        for plog in (fast, slow):
+            plog.__class__ = WatchedLog
+            assert isinstance(plog, WatchedLog)
+            plog.released = defer.Deferred()
+        await within(core.enforce_retention())
+        assert len(deleted_files(slow)) == 4
+        # fast's release may already be running on its lane: wait for it to answer.
+        assert await within(fast.released) == 4
+        assert deleted_files(fast) == []
+        [call] = [
+            c
+            for c in reactor.getDelayedCalls()
+            if c.func == core.maintenance._release and c.args == (("slow", 0),)
+        ]
+        assert 590 < call.getTime() - reactor.seconds() <= 600
+        await within(core.enforce_retention())
+        assert len(deleted_files(slow)) == 4
+        call.reset(0)  # the release comes early: the delay is not over, nothing goes
+        assert await within(slow.released) == 0
+        assert len(deleted_files(slow)) == 4
+    finally:
+        await running.stop()

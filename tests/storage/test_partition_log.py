@@ -332,7 +332,7 @@ def test_size_retention_deletes_whole_oldest_segments_only(tmp_path: Path) -> No
 
 def test_released_segments_give_their_space_back_before_the_next_pass(tmp_path: Path) -> None:
     """Deleted segments stay open for earlier readers until released, then close for good."""
-    log = PartitionLog.open(tmp_path, config(retention_bytes=1000))
+    log = PartitionLog.open(tmp_path, config(retention_bytes=1000, file_delete_delay_ms=0))
     fill(log, 60)
     deleted = log.enforce_retention(TS)
     assert deleted
@@ -392,7 +392,7 @@ def test_time_retention_with_injected_now(tmp_path: Path) -> None:
 
 def test_deleted_segments_stay_readable_until_the_next_pass(tmp_path: Path) -> None:
     """A reader holding a deleted segment can finish; the next pass closes and removes it."""
-    log = PartitionLog.open(tmp_path, config(retention_bytes=0))
+    log = PartitionLog.open(tmp_path, config(retention_bytes=0, file_delete_delay_ms=0))
     fill(log, 20)
     held = log.segments[0]
     data = held.read(0, 10**6)
@@ -836,3 +836,35 @@ def test_kill_9_while_moving_the_log_start_keeps_every_answered_move(tmp_path: P
             assert log.read_record(log.log_start_offset) is not None
         finally:
             log.close()
+
+
+def test_deleted_segments_stay_open_for_file_delete_delay_ms(tmp_path: Path) -> None:
+    """Kafka's file.delete.delay.ms: a deleted segment's files go neither at the next
+    pass nor at a release before the delay is over, and go at either once it is; a
+    segment deleted later keeps its own delay."""
+    now = [TS]
+    log = PartitionLog.open(
+        tmp_path, config(retention_bytes=0, file_delete_delay_ms=1000), clock=lambda: now[0]
+    )
+    fill(log, 20)
+
+    def deleted_files() -> list[str]:
+        return sorted(name for name in os.listdir(tmp_path) if name.endswith(".log.deleted"))
+
+    first = log.enforce_retention(TS)
+    assert first and deleted_files()
+    now[0] += 999
+    assert log.release_deleted() == 0
+    assert log.enforce_retention(now[0]) == []
+    assert deleted_files()
+    fill(log, 10, start=20)
+    log.roll()
+    second = log.enforce_retention(now[0])  # at TS + 999: due at TS + 1999
+    assert second
+    now[0] = TS + 1000
+    assert log.release_deleted() == len(first)
+    assert deleted_files() == sorted(log_name(b) + ".deleted" for b in second)
+    now[0] = TS + 1999
+    assert log.enforce_retention(now[0]) == []
+    assert deleted_files() == []
+    log.close()
