@@ -300,6 +300,8 @@ class Broker:
         self._pool_quiet: list[defer.Deferred[None]] = []
         self._partitions_in_creation = 0
         self._cluster_id: str | None = None
+        # Commits of deleted topics that opening the storage tombstoned (for the log).
+        self._orphans_dropped: list[tuple[str, str, int]] = []
         # Offsets of groups not seen since the start expire counting from here at the
         # earliest (group states are not persisted).
         self._started_ms = ms_now()
@@ -351,8 +353,10 @@ class Broker:
         ).addCallbacks(self._storage_opened, self._storage_failed)
         return self.when_ready()
 
-    def _storage_opened(self, opened: tuple[LogManager, OffsetsStore]) -> None:
-        self.logs, self.offsets = opened
+    def _storage_opened(
+        self, opened: tuple[LogManager, OffsetsStore, list[tuple[str, str, int]]]
+    ) -> None:
+        self.logs, self.offsets, self._orphans_dropped = opened
         self.offsets_lane = Lane(self.io, self._write_commits)
         if self.logs.recovered:
             self.log.warn("unclean shutdown detected: the log tails were checked and repaired")
@@ -360,6 +364,13 @@ class Broker:
             self.log.warn("recovery: {report}", report=report)
         for skipped in self.offsets.skipped_batches:
             self.log.error("damaged commit batch skipped in {where}", where=str(skipped))
+        if self._orphans_dropped:
+            self.log.warn(
+                "dropped {count} committed offset(s) of deleted topic(s) {topics}: the "
+                "broker stopped after deleting them and before deleting their commits",
+                count=len(self._orphans_dropped),
+                topics=sorted({topic for _g, topic, _p in self._orphans_dropped}),
+            )
         self.log.info(
             "storage ready in {data_dir}: {topics} topics, {groups} groups",
             data_dir=str(Path(self.config.data_dir).resolve()),
@@ -953,8 +964,15 @@ class Broker:
 
 def _open_storage(
     data_dir: Path, log_config: LogConfig, resolve: Callable[[Mapping[str, str]], LogConfig]
-) -> tuple[LogManager, OffsetsStore]:
-    """Runs on the pool: recovery scans and the offsets replay are disk work."""
+) -> tuple[LogManager, OffsetsStore, list[tuple[str, str, int]]]:
+    """Runs on the pool: recovery scans and the offsets replay are disk work.
+
+    Commits on topics that do not exist are tombstoned, durably, before anything
+    is served: deleting a topic removes its directory first and its commits
+    after (`Broker.delete_topic`), and a crash in between must not leave the old
+    positions to a topic later created under the name (Kafka's coordinator
+    drops a deleted topic's offsets the same way).
+    """
     logs = LogManager.open(data_dir, log_config, resolve=resolve)
     try:
         offsets = OffsetsStore.open(data_dir, log_config, recover=logs.recovered)
@@ -962,7 +980,17 @@ def _open_storage(
         for topic in logs.topics.values():
             topic.close()
         raise
-    return logs, offsets
+    try:
+        orphans = offsets.orphaned(logs.topics)
+        if orphans:
+            offsets.commit_many(orphans)
+            offsets.flush()
+    except BaseException:
+        offsets.close()
+        for topic in logs.topics.values():
+            topic.close()
+        raise
+    return logs, offsets, orphans
 
 
 def _read_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResult:

@@ -33,7 +33,7 @@ import dataclasses
 import os
 import struct
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
@@ -400,6 +400,13 @@ class OffsetsStore:
         so a topic re-created under its name starts with no positions)."""
         with self._lock:
             return sorted((g, p) for (g, t, p) in self._state if t == topic)
+
+    def orphaned(self, topics: Collection[str]) -> list[tuple[str, str, int]]:
+        """The commits on topics not in ``topics``: a crash between a topic's deletion and
+        its commits' tombstones leaves them, and the topic's next incarnation must not
+        inherit them (the broker drops them at startup)."""
+        with self._lock:
+            return sorted(key for key in self._state if key[1] not in topics)
 
     def expired(
         self, now_ms: int, retention_ms: int, empty_since: Mapping[str, int | None]

@@ -537,3 +537,44 @@ async def test_deleting_a_topic_drops_its_committed_offsets_for_good(broker_fact
         assert "g2" not in core.group_names()
     finally:
         await again.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_commits_left_by_a_crash_during_topic_deletion_are_dropped_at_startup(
+    broker_factory: Any, data_dir: Any
+) -> None:
+    """The broker stops after deleting a topic's directory and before tombstoning its
+    commits (the storage's own deletion runs, the core's second step does not). The
+    next start drops those commits, durably, before it serves: a topic created again
+    under the name starts with no positions, even after another restart, and the
+    commits on other topics stay."""
+    from rustka.config import Config
+    from rustka.storage.offsets import OffsetsStore
+
+    running = await broker_factory()
+    try:
+        core = running.broker
+        await within(core.create_topic("gone", 2))
+        await within(core.create_topic("kept", 1))
+        await within(core.commit_offsets("g1", {("gone", 0): 5, ("gone", 1): 7, ("kept", 0): 3}))
+        await within(core.commit_offsets("g2", {("gone", 1): 9}))
+        assert core.logs is not None
+        await within(core.io.run(core.logs.delete_topic, "gone"))
+        assert not (data_dir / "gone").exists()
+        assert core.committed_offsets("g2") == {("gone", 1): 9}  # the crash's state
+    finally:
+        await running.stop()
+    again = await broker_factory()
+    try:
+        core = again.broker
+        assert core.committed_offsets("g1") == {("kept", 0): 3}
+        assert core.committed_offsets("g2") == {}
+        await within(core.create_topic("gone", 2))
+        assert core.committed_offsets("g1") == {("kept", 0): 3}
+    finally:
+        await again.stop()
+    store = OffsetsStore.open(data_dir, Config().log_config())
+    try:
+        assert store.groups() == {"g1": {("kept", 0): 3}}
+    finally:
+        store.close()

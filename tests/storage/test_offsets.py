@@ -387,3 +387,13 @@ def test_a_bare_key_deletes_the_commit_across_reopen(tmp_path: Path) -> None:
         assert reopened.replay_skipped == 0
     finally:
         reopened.close()
+
+
+def test_orphaned_lists_the_commits_of_topics_that_are_gone(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    try:
+        store.commit_many([("g", "gone", 1, 4), ("g", "kept", 0, 2), ("h", "gone", 0, 9)])
+        assert store.orphaned({"kept"}) == [("g", "gone", 1), ("h", "gone", 0)]
+        assert store.orphaned({"kept", "gone"}) == []
+    finally:
+        store.close()
