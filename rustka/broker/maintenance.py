@@ -140,8 +140,14 @@ class Maintenance:
         if offsets is not None and lane is not None:
             try:
                 retention_ms, empty_since = core.offsets_expiry()
-                if retention_ms is not None:
-                    d = lane.submit(_expire_offsets, offsets, now, retention_ms, empty_since)
+                # Decided and forgotten in this reactor turn, with the groups' states just
+                # read: no join can come in between (OffsetsStore.expire); the lane makes
+                # it durable.
+                doomed = (
+                    [] if retention_ms is None else offsets.expire(now, retention_ms, empty_since)
+                )
+                if doomed:
+                    d = lane.submit(offsets.write_expiry, doomed)
                     work.append(
                         d.addCallbacks(
                             self._expired, self.failed, None, None, (OFFSETS_EXPIRY, OFFSETS_KEY)
@@ -222,18 +228,6 @@ def guarded(task: str, maintenance: Maintenance, f: Callable[[], Any]) -> Callab
         return d.addErrback(maintenance.failed, task)
 
     return run
-
-
-def _expire_offsets(
-    offsets: OffsetsStore, now_ms: int, retention_ms: int, empty_since: dict[str, int | None]
-) -> list[tuple[str, str, int]]:
-    """Runs on the offsets lane (so after every commit queued before it): tombstone the
-    expired commits in one durable write; a commit queued after it wins over its tombstone."""
-    doomed = offsets.expired(now_ms, retention_ms, empty_since)
-    if doomed:
-        offsets.commit_many(doomed)
-        offsets.flush()
-    return doomed
 
 
 def _ignore(_: Any) -> None:

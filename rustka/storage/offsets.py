@@ -277,6 +277,20 @@ def _check_commit(group: str, topic: str, partition: int, offset: int, metadata:
         raise InvalidRequest(f"offset metadata is longer than {METADATA_MAX_BYTES} bytes of UTF-8")
 
 
+def _expired(
+    items: Sequence[tuple[OffsetKey, tuple[int, int, str]]],
+    now_ms: int,
+    retention_ms: int,
+    empty_since: Mapping[str, int | None],
+) -> list[OffsetKey]:
+    doomed = []
+    for (group, topic, partition), (_offset, committed_ms, _m) in items:
+        since = empty_since.get(group)
+        if since is not None and max(since, committed_ms) + retention_ms <= now_ms:
+            doomed.append((group, topic, partition))
+    return sorted(doomed)
+
+
 class OffsetsStore:
     """The last committed offset of every (group, topic, partition).
 
@@ -416,12 +430,39 @@ class OffsetsStore:
         and the commit are ``retention_ms`` old, Kafka's rule for a group gone empty."""
         with self._lock:
             items = list(self._state.items())
-        doomed = []
-        for (group, topic, partition), (_offset, committed_ms, _m) in items:
-            since = empty_since.get(group)
-            if since is not None and max(since, committed_ms) + retention_ms <= now_ms:
-                doomed.append((group, topic, partition))
-        return sorted(doomed)
+        return _expired(items, now_ms, retention_ms, empty_since)
+
+    def expire(
+        self, now_ms: int, retention_ms: int, empty_since: Mapping[str, int | None]
+    ) -> list[tuple[str, str, int]]:
+        """Forget the `expired` commits now, deciding and removing in one step, and
+        return them for `write_expiry` to make durable.
+
+        Called on the reactor, in the same turn that read ``empty_since`` from the
+        groups, so a group joining either comes first (it is in use: nothing of it
+        expires) or finds its expired offsets already gone, never offsets that are
+        removed after it read them (Kafka expires them under the group's lock).
+        """
+        with self._lock:
+            doomed = _expired(list(self._state.items()), now_ms, retention_ms, empty_since)
+            for key in doomed:
+                del self._state[key]
+        return doomed
+
+    def write_expiry(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+        """Tombstone, in one durable write, the commits `expire` forgot that no commit has
+        brought back since (on the store's lane, so no commit runs meanwhile).
+
+        A commit written after the expiry must survive replay, so its key gets no
+        tombstone after it. If this write fails the commits are back after a
+        restart and expire again (the worst of a lost expiry is a stale position).
+        """
+        with self._lock:
+            gone = [key for key in keys if key not in self._state]
+        if gone:
+            self.commit_many(gone)
+            self.flush()
+        return gone
 
     def commit(
         self, group: str, topic: str, partition: int, offset: int, metadata: str = ""

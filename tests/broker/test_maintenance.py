@@ -284,3 +284,107 @@ async def test_retention_keeps_deleted_segments_for_the_topics_file_delete_delay
         assert len(deleted_files(slow)) == 4
     finally:
         await running.stop()
+
+
+async def _old_commits(core: Any, retention_ms: int, commits: dict[Any, int]) -> None:
+    """Commit for the group "idle" and let ``retention_ms`` pass on the wall clock (the
+    expiry's precondition, as above)."""
+    from twisted.internet import reactor, task
+
+    await within(core.create_topic("t", 2))
+    await within(core.commit_offsets("idle", commits))
+    started = ms_now()
+    await within(task.deferLater(reactor, 2 * retention_ms / 1000, lambda: None))
+    assert ms_now() - started >= retention_ms
+
+
+def _block_lane(core: Any) -> tuple[Any, defer.Deferred[Any]]:
+    """Hold the offsets lane until the returned event is set (waits are bounded)."""
+    import threading
+
+    gate = threading.Event()
+    return gate, core.offsets_lane.submit(gate.wait, 30)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_group_joining_during_the_expiry_pass_never_sees_offsets_vanish(
+    broker_factory: Any,
+) -> None:
+    """The pass decides while the group is empty; its durable write waits behind a busy
+    offsets lane, and meanwhile a member joins and reads the group's offsets. What it
+    reads is what stays: the offsets were already gone when it joined (Kafka expires
+    them under the group's lock), and they do not come back after a restart."""
+    from rustka.broker.coordinator import JoinRequest
+    from rustka.broker.groups import GroupErrorCode
+
+    settings = {"offsets_retention_ms": 100, "retention_check_interval_ms": 3_600_000}
+    running = await broker_factory(**settings)
+    try:
+        core = running.broker
+        await _old_commits(core, 100, {("t", 0): 5, ("t", 1): 6})
+        gate, blocked = _block_lane(core)
+        expiry = core.enforce_retention()
+        join = JoinRequest("idle", "", "consumer", [("range", b"")], 10_000)
+        assert (await within(core.groups.join(join))).error == GroupErrorCode.NONE
+        seen_by_member = core.committed_offsets("idle")
+        gate.set()
+        await within(blocked)
+        await within(expiry)
+        assert core.committed_offsets("idle") == seen_by_member == {}
+        core.groups.close()
+    finally:
+        await running.stop()
+    again = await broker_factory(**settings)
+    try:
+        assert again.broker.committed_offsets("idle") == {}
+    finally:
+        await again.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_commit_queued_before_the_expiry_pass_outlives_it(broker_factory: Any) -> None:
+    """A commit waiting on the offsets lane when the pass expires the group's old one
+    is stored after it: it is answered, read back and survives a restart (the pass
+    writes no tombstone over it); a partition it did not commit expires."""
+    settings = {"offsets_retention_ms": 100, "retention_check_interval_ms": 3_600_000}
+    running = await broker_factory(**settings)
+    try:
+        core = running.broker
+        await _old_commits(core, 100, {("t", 0): 5, ("t", 1): 6})
+        gate, blocked = _block_lane(core)
+        commit = core.commit_offsets("idle", {("t", 0): 9})
+        expiry = core.enforce_retention()
+        gate.set()
+        await within(blocked)
+        await within(commit)
+        await within(expiry)
+        assert core.committed_offsets("idle") == {("t", 0): 9}
+    finally:
+        await running.stop()
+    again = await broker_factory(**settings)
+    try:
+        assert again.broker.committed_offsets("idle") == {("t", 0): 9}
+    finally:
+        await again.stop()
+
+
+def test_expire_forgets_at_once_and_write_expiry_spares_what_came_back(tmp_path: Any) -> None:
+    from rustka.config import Config
+    from rustka.storage.offsets import OffsetsStore
+
+    store = OffsetsStore.open(tmp_path, Config().log_config())
+    try:
+        store.commit_many([("a", "t", 0, 1), ("a", "t", 1, 2), ("b", "t", 0, 3)])
+        now = ms_now() + 10_000
+        doomed = store.expire(now, 100, {"a": 0, "b": None})
+        assert doomed == [("a", "t", 0), ("a", "t", 1)]
+        assert store.groups() == {"b": {("t", 0): 3}}
+        store.commit("a", "t", 1, 7)  # a commit between the decision and the write
+        assert store.write_expiry(doomed) == [("a", "t", 0)]
+    finally:
+        store.close()
+    store = OffsetsStore.open(tmp_path, Config().log_config())
+    try:
+        assert store.groups() == {"a": {("t", 1): 7}, "b": {("t", 0): 3}}
+    finally:
+        store.close()
