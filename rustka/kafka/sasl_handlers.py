@@ -96,7 +96,10 @@ def sasl_authenticate(ctx: RequestContext, version: int, body: Body) -> Body | d
     conn = _conn(ctx)
     auth = conn.auth
     if auth.security.mode != "sasl" or auth.server is None or conn.raw_sasl:
-        conn.close_after_answers("SaslAuthenticate without a SaslHandshake before it")
+        # Kafka's KafkaApis answers this on a listener without SASL and after a
+        # completed authentication; only an exchange that has not begun is fatal.
+        if not auth.authenticated:
+            conn.close_after_answers("SaslAuthenticate without a SaslHandshake before it")
         return {
             "error_code": E.ILLEGAL_SASL_STATE,
             "error_message": "SaslAuthenticate must follow a SaslHandshake v1",

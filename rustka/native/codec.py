@@ -689,6 +689,23 @@ class DescribeTopicConfigs:
     topic: Str
 
 
+@request
+class SaslAuthenticate:
+    """Op 18: begin a SASL exchange (or a re-authentication) with its first message."""
+
+    OP: ClassVar[int] = 18
+    mechanism: Str
+    token: Bytes
+
+
+@request
+class SaslContinue:
+    """Op 19: the client's next message of the exchange op 18 began."""
+
+    OP: ClassVar[int] = 19
+    token: Bytes
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -925,6 +942,17 @@ class TopicConfigs:
     TAG: ClassVar[int] = 18
     topic: Str
     configs: Annotated[tuple[TopicConfig, ...], Array(TopicConfig)]
+
+
+@response
+class SaslToken:
+    """Tag 19: the server's SASL message; ``complete`` 1 once the client is authenticated,
+    with the session lifetime (0: none) after which it must authenticate again."""
+
+    TAG: ClassVar[int] = 19
+    token: Bytes
+    complete: UInt8
+    session_lifetime_ms: UInt64
 
 
 # --------------------------------------------------------------------------- derived tables

@@ -32,20 +32,24 @@ from zope.interface import implementer
 from rustka.broker.core import Broker
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
-from rustka.errors import InvalidRequest
+from rustka.errors import AuthenticationFailed, AuthenticationRequired, InvalidRequest
 from rustka.framing import LinearInt32StringReceiver
 from rustka.native import codec as p
 from rustka.native.handlers import NativeHandler
 from rustka.output_budget import OutputBudget
 from rustka.security.principal import Principal
+from rustka.security.sasl import AuthenticationFailed as SaslFailure
+from rustka.security.sasl import UnsupportedMechanism
 from rustka.security.session import (
     NO_SECURITY,
     Authenticator,
     ConnectionAuth,
     ListenerSecurity,
     authenticator_from_config,
+    subject_of,
 )
 
+_SASL_OPS: frozenset[type] = frozenset({p.SaslAuthenticate, p.SaslContinue})
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
 )
@@ -152,6 +156,28 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         except InvalidRequest as e:
             self._respond_now(p.Error(f"bad request: {e}"))
             return
+        kind = type(request)
+        if kind in _SASL_OPS:
+            self._authenticate(request, self._queue.push())
+            return
+        auth = self.auth
+        if auth.required and kind is not p.Hello and not auth.may_serve():
+            if not auth.authenticated and auth.security.mode == "mtls":
+                auth.from_certificate(subject_of(self.transport), self.peer)
+            if not auth.may_serve():
+                why = (
+                    "this listener requires authentication (ops 18 and 19) first"
+                    if not auth.authenticated
+                    else "the session expired: authenticate again (op 18)"
+                )
+                self.log.info(
+                    "closing connection from {peer}: {op} before authenticating",
+                    peer=self.peer,
+                    op=kind.__name__,
+                )
+                self._respond_now(p.error_response(request, AuthenticationRequired(why)))
+                self.finish_and_close()
+                return
         slot = self._queue.push()
         if len(self._queue) >= self.factory.config.max_in_flight_per_connection:
             self._pause_reading("in-flight")
@@ -160,6 +186,40 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self._held.append((is_write, request, slot))
         else:
             self._start(is_write, request, slot)
+
+    def _authenticate(self, request: p.SaslAuthenticate | p.SaslContinue, slot: Slot) -> None:
+        """One step of the SASL exchange (docs/protocol.md, 7.12), answered in its place."""
+        auth = self.auth
+        try:
+            if isinstance(request, p.SaslAuthenticate):
+                auth.start(request.mechanism, self.peer)
+            answer = auth.step(bytes(request.token), self.peer)
+        except UnsupportedMechanism as e:
+            self._auth_failed(slot, str(e), 0)
+            return
+        except SaslFailure as e:
+            self._auth_failed(slot, str(e), self.factory.authenticator.failure_delay_s)
+            return
+        done = auth.server is None
+        response = p.SaslToken(answer, int(done), auth.session_lifetime_ms if done else 0)
+        self._queue.answer(slot, p.RESPONSE_FRAMERS[p.SaslToken](response))
+        self._flush()
+
+    def _auth_failed(self, slot: Slot, why: str, delay: float) -> None:
+        """Answer Failure 22 after ``delay`` (guessing is slow), then hang up; nothing the
+        client sends meanwhile is read."""
+        self.log.info("closing connection from {peer}: {why}", peer=self.peer, why=why)
+        self._pause_reading("authentication failed")
+        response = p.Failure(AuthenticationFailed.code, why)
+
+        def answer() -> None:
+            if self._closed:
+                return
+            self._queue.answer(slot, p.RESPONSE_FRAMERS[p.Failure](response))
+            self._flush()
+            self.finish_and_close()
+
+        self.factory.reactor.callLater(delay, answer)
 
     def _output_cost(self, request: p.Request) -> int:
         """Bytes to reserve before a request runs: the reads, whose answers can be large.

@@ -61,6 +61,9 @@ from rustka.native.codec import (
     Produce,
     ProduceBatch,
     Produced,
+    SaslAuthenticate,
+    SaslContinue,
+    SaslToken,
     TopicConfig,
     TopicConfigs,
     TopicDeleted,
@@ -210,6 +213,18 @@ REQUESTS = [
         flat=False,
     ),
     Vector(DescribeTopicConfigs("events"), (("op", "11"), ("topic", EVENTS))),
+    Vector(
+        SaslAuthenticate("PLAIN", b"\x00alice\x00pw"),
+        (
+            ("op", "12"),
+            ("mechanism", "00000005 504c41494e"),
+            ("token", "00000009 00616c696365007077"),
+        ),
+    ),
+    Vector(
+        SaslContinue(b"c=biws,r=abc,p=cHJvb2Y="),
+        (("op", "13"), ("token", "00000017 633d626977732c723d6162632c703d63484a766232593d")),
+    ),
 ]
 
 RESPONSES = [
@@ -371,6 +386,15 @@ RESPONSES = [
         ),
         flat=False,
     ),
+    Vector(
+        SaslToken(b"v=c2lnbmF0dXJl", 1, 3_600_000),
+        (
+            ("tag", "13"),
+            ("token", "0000000e 763d63326c6e626d463064584a6c"),
+            ("complete", "01"),
+            ("session_lifetime_ms", "000000000036ee80"),
+        ),
+    ),
 ]
 
 ALL = [(v, decode_request, encode_request) for v in REQUESTS] + [
@@ -419,16 +443,16 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
-    """The vector tables exercise all 17 ops and all 18 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 18))
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 19))
+    """The vector tables exercise all 19 ops and all 19 tags."""
+    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 20))
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 20))
 
 
 def test_version_and_op_constants() -> None:
     """The module advertises version 2 with seed ops 1-4 and extension ops 5-17."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == tuple(range(5, 18))
+    assert tuple(EXTENSION_OPS) == tuple(range(5, 20))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -443,7 +467,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == set(range(1, 18))
+    assert {payload[0] for payload in examples} == set(range(1, 20))
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -452,7 +476,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == set(range(1, 19))
+    assert {payload[0] for payload in examples} == set(range(1, 20))
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -490,6 +514,8 @@ ROUND_TRIP_REQUESTS = [
     CreateTopicWithConfigs("t", 1, ()),
     AlterTopicConfigs("t", (ConfigValue("a", ""), ConfigValue("\u00e9", "x" * 300)), ("b",), 1),
     DescribeTopicConfigs(""),
+    SaslAuthenticate("", b""),
+    SaslContinue(b"\xff" * 300),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -517,6 +543,7 @@ ROUND_TRIP_RESPONSES = [
     LogsDescribed(()),
     LogsDescribed((TopicLogs("a", "", ()), TopicLogs("b", "delete", (LogInfo(*range(9), "x"),)))),
     TopicConfigs("t", ()),
+    SaslToken(b"", 0, 0xFFFF_FFFF_FFFF_FFFF),
     TopicConfigs("t", (TopicConfig("a", "", 0), TopicConfig("b", "c", 255))),
 ]
 
@@ -608,16 +635,16 @@ def test_empty_response_frame() -> None:
         decode_response(b"")
 
 
-@pytest.mark.parametrize("op", [0, 18, 99, 255])
+@pytest.mark.parametrize("op", [0, 20, 99, 255])
 def test_unknown_op(op: int) -> None:
-    """An op byte outside 1-17 is refused with its number in the message."""
+    """An op byte no message has is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown op {op}$"):
         decode_request(bytes([op]) + b"\x00\x00\x00\x00")
 
 
-@pytest.mark.parametrize("tag", [0, 19, 255])
+@pytest.mark.parametrize("tag", [0, 20, 255])
 def test_unknown_tag(tag: int) -> None:
-    """A tag byte outside 1-18 is refused with its number in the message."""
+    """A tag byte no message has is refused with its number in the message."""
     with pytest.raises(InvalidRequest, match=f"unknown tag {tag}$"):
         decode_response(bytes([tag]))
 
