@@ -12,6 +12,8 @@ quix_counter.py`` until SIGTERM. Everything it needs comes from the environment:
     COMMIT_EVERY  checkpoint after this many records (Quix's commit_every; 0, the default:
                 every second only)
     LOGLEVEL    Quix's log level (INFO when unset)
+    PROCESSING_GUARANTEE  at-least-once (the default) or exactly-once, which needs
+                transactions
 
 The count is kept with ``State``, so Quix creates the store's changelog topic
 (compacted) and, given an empty STATE_DIR, restores the store from it before
@@ -42,6 +44,7 @@ def main() -> None:
         auto_offset_reset="earliest",
         commit_interval=1.0,
         commit_every=int(os.environ.get("COMMIT_EVERY", "0")),
+        processing_guarantee=os.environ.get("PROCESSING_GUARANTEE", "at-least-once"),  # type: ignore[arg-type]
         loglevel=os.environ.get("LOGLEVEL", "INFO"),
     )
     words = app.topic(os.environ["INPUT"], key_deserializer="str", value_deserializer="bytes")

@@ -36,6 +36,7 @@ from tests.apps.programs import (
     words,
 )
 from tests.kafka.real_clients import confluent_produce
+from tools.twistd_process import start_broker
 
 GROUP = "word-counter"
 INPUT = "words"
@@ -101,3 +102,26 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
 
     assert stored_topic_config(data_dir, CHANGELOG)["cleanup.policy"] == "compact"
     assert stored_offsets(data_dir, GROUP, INPUT, PARTITIONS) == fed
+
+
+def test_quix_streams_exactly_once_is_refused_at_start(tmp_path: Path) -> None:
+    """rustka has no transactions: Quix's exactly-once stops at its first InitProducerId
+    with the broker's answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), rather than hanging
+    or running without the guarantee (docs/kafka.md, "Produce")."""
+    python = app_python("quixstreams")
+    with start_broker(tmp_path / "data") as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {
+            "BOOTSTRAP": bootstrap,
+            "GROUP": GROUP,
+            "STATE_DIR": str(tmp_path / "state"),
+            "INPUT": INPUT,
+            "OUTPUT": OUTPUT,
+            "PROCESSING_GUARANTEE": "exactly-once",
+        }
+        create_topics(bootstrap, {INPUT: PARTITIONS})
+        confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
+        with start_program(python, "quix_counter.py", [], env, tmp_path) as app:
+            app.wait_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", START_S)
+            assert app.proc.wait(timeout=START_S) == 1
+        assert end_offsets(bootstrap, OUTPUT, 1) == [0]
