@@ -36,6 +36,11 @@ from rustka.ops.progress import Progress
 
 _PRODUCE, _FETCH, _LIST_OFFSETS, _METADATA = 0, 1, 2, 3
 _OFFSET_COMMIT, _OFFSET_FETCH, _LIST_GROUPS, _CREATE_TOPICS = 8, 9, 16, 19
+_DESCRIBE_CONFIGS = 32
+_TOPIC_RESOURCE = 2
+_TOPIC_ALREADY_EXISTS = 36
+# DescribeConfigs' config_source of a topic's own config (Kafka's DYNAMIC_TOPIC_CONFIG).
+_TOPIC_OVERRIDE = 1
 _OFFSET_OUT_OF_RANGE = 1
 _HEADER = 61
 _LOG_OVERHEAD = 12
@@ -254,6 +259,7 @@ class Mirror:
                     f"{self.partition_counts[name]} here: keys would land elsewhere"
                 )
         if create:
+            overrides = await self._topic_overrides(create)
             answer = await self.dst.request(
                 _CREATE_TOPICS,
                 {
@@ -263,7 +269,10 @@ class Mirror:
                             "num_partitions": self.partition_counts[n],
                             "replication_factor": -1,
                             "assignments": [],
-                            "configs": [],
+                            "configs": [
+                                {"name": key, "value": value}
+                                for key, value in sorted(overrides[n].items())
+                            ],
                         }
                         for n in create
                     ],
@@ -271,9 +280,47 @@ class Mirror:
                 },
             )
             for t in answer["topics"]:
-                if t["error_code"] not in (0, 36):
-                    raise KafkaError(t["error_code"], f"creating {t['name']} on the target")
+                if t["error_code"] not in (0, _TOPIC_ALREADY_EXISTS):
+                    why = t.get("error_message") or ""
+                    raise KafkaError(
+                        t["error_code"],
+                        f"creating {t['name']} on the target with its configs "
+                        f"{overrides.get(t['name'], {})}{': ' + why if why else ''}",
+                    )
             await self._wait_for_target_topics(create)
+
+    async def _topic_overrides(self, names: list[str]) -> dict[str, dict[str, str]]:
+        """Each source topic's own configs (DescribeConfigs, those whose source is the topic),
+        which the target's copy is created with: a compacted topic must stay compacted
+        there, and its retention must not become the target's default. The broker-wide
+        settings a topic inherits are not copied; the target has its own."""
+        assert self.src is not None
+        answer = await self.src.request(
+            _DESCRIBE_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": _TOPIC_RESOURCE,
+                        "resource_name": n,
+                        "configuration_keys": None,
+                    }
+                    for n in names
+                ],
+                "include_synonyms": False,
+            },
+            1,
+        )
+        overrides: dict[str, dict[str, str]] = {n: {} for n in names}
+        for result in answer["results"]:
+            name = result["resource_name"]
+            if result["error_code"]:
+                raise KafkaError(result["error_code"], f"describing the configs of {name}")
+            overrides[name] = {
+                c["name"]: c["value"]
+                for c in result["configs"]
+                if c["config_source"] == _TOPIC_OVERRIDE and c["value"] is not None
+            }
+        return overrides
 
     async def _wait_for_target_topics(self, names: list[str]) -> None:
         assert self.dst is not None

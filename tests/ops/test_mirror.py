@@ -101,8 +101,9 @@ async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
 ) -> None:
     sent = {p: [(f"k{p}-{i}".encode(), f"v{p}-{i}".encode()) for i in range(30)] for p in range(3)}
     c = await broker.client()
+    overrides = {"retention.ms": "1209600000", "max.message.bytes": "2097152"}
     try:
-        await c.create_topic("orders", 3)
+        await c.create_topic("orders", 3, configs=overrides)
     finally:
         await c.close()
     for p, recs in sent.items():
@@ -138,6 +139,18 @@ async def test_mirror_topic_and_group_then_a_consumer_resumes_on_the_target(
     summary = json.loads(out)
     assert summary["records"] == 90
     assert summary["groups"] == 1
+
+    def target_configs(bootstrap: str) -> dict[str, str]:
+        from confluent_kafka.admin import AdminClient, ConfigResource
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        [future] = admin.describe_configs([ConfigResource("topic", "orders")]).values()
+        return {name: entry.value for name, entry in future.result(30).items()}
+
+    # The copy was created with the source topic's own configs, and only those.
+    on_target = await within(threads.deferToThread(target_configs, tansu.address), 60)
+    assert {k: on_target.get(k) for k in overrides} == overrides
+    assert on_target.get("cleanup.policy", "delete") == "delete"
 
     # A second run copies only what is new.
     more = [(b"late", b"record")]
