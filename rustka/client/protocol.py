@@ -33,6 +33,7 @@ import rustka
 from rustka.allocation import collector_paused
 from rustka.errors import (
     ERRORS_BY_CODE,
+    AuthenticationFailed,
     BrokerUnavailable,
     InvalidRequest,
     OffsetOutOfRange,
@@ -49,6 +50,7 @@ from rustka.native.codec import (
     Welcome,
 )
 from rustka.record.batch import Record, decode_records, encode_batch, parse_header
+from rustka.security.scram import MECHANISMS, ScramClient, ScramError
 
 __all__ = [
     "DEFAULT_PORT",
@@ -361,6 +363,48 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.OffsetFetch(group, topic, partition), done)
 
+    # -- authentication (docs/protocol.md, 7.12) -------------------------------
+
+    def authenticate(
+        self, user: str, password: str, mechanism: str = "SCRAM-SHA-256"
+    ) -> Deferred[int]:
+        """Authenticate on a listener that requires it; fires with the session lifetime
+        in ms (0: none), after which the client must authenticate again.
+
+        SCRAM proves the broker knows the credential too: a wrong server signature
+        fails the call and drops the connection. A refusal is AuthenticationFailed
+        (the broker then closes the connection).
+        """
+        return defer.ensureDeferred(self._authenticate(user, password, mechanism))
+
+    async def _authenticate(self, user: str, password: str, mechanism: str) -> int:
+        def token(response: p.Response) -> p.SaslToken:
+            return _expect(response, p.SaslToken, "SaslAuthenticate")
+
+        if mechanism == "PLAIN":
+            plain = b"\0" + user.encode() + b"\0" + password.encode()
+            done = await self._call(p.SaslAuthenticate(mechanism, plain), token)
+        else:
+            if mechanism not in MECHANISMS:
+                raise AuthenticationFailed(f"unsupported SASL mechanism {mechanism!r}")
+            scram = ScramClient(MECHANISMS[mechanism], user, password)
+            first = await self._call(p.SaslAuthenticate(mechanism, scram.first()), token)
+            try:
+                final = scram.final(bytes(first.token))
+            except ScramError as e:
+                self._drop(f"SCRAM: {e}")
+                raise AuthenticationFailed(f"SCRAM: {e}") from None
+            done = await self._call(p.SaslContinue(final), token)
+            try:
+                scram.verify(bytes(done.token))
+            except ScramError as e:
+                self._drop(f"SCRAM: {e}")
+                raise AuthenticationFailed(f"SCRAM: {e}") from None
+        if not done.complete:
+            self._drop("the broker did not complete the SASL exchange")
+            raise AuthenticationFailed("the broker did not complete the SASL exchange")
+        return int(done.session_lifetime_ms)
+
     # -- extensions ----------------------------------------------------------
 
     def hello(
@@ -574,7 +618,14 @@ def client_endpoint(reactor: Any, broker: str, timeout: float) -> IStreamClientE
 
 
 async def connect(
-    reactor: Any, broker: str, *, timeout: float = 10, request_timeout: float | None = None
+    reactor: Any,
+    broker: str,
+    *,
+    timeout: float = 10,
+    request_timeout: float | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    mechanism: str = "SCRAM-SHA-256",
 ) -> RustkaClientProtocol:
     """Connect to ``broker``: "HOST:PORT" (port defaults to 9092) or an endpoint string.
 
@@ -584,6 +635,8 @@ async def connect(
     ``request_timeout`` (seconds) a call that gets no answer in that time, plus
     the long-poll wait it asked for, fails with RequestTimedOut and the
     connection is closed; by default calls wait as long as the connection lives.
+    With ``user`` (and ``password``) the connection authenticates first
+    (`RustkaClientProtocol.authenticate`); a refusal raises AuthenticationFailed.
     """
     endpoint = client_endpoint(reactor, broker, timeout)
     d = connectProtocol(endpoint, RustkaClientProtocol(reactor, request_timeout))
@@ -594,4 +647,10 @@ async def connect(
         raise BrokerUnavailable(f"could not connect to {broker} within {timeout} s") from exc
     except (ConnectError, OSError) as exc:
         raise BrokerUnavailable(f"could not connect to {broker}: {exc}") from exc
+    if user is not None:
+        try:
+            await proto.authenticate(user, password or "", mechanism)
+        except BaseException:
+            await proto.close()
+            raise
     return proto

@@ -1,0 +1,157 @@
+"""The native protocol's authentication (docs/protocol.md, 7.12), with the real client
+library against a real broker on 127.0.0.1: SCRAM and PLAIN, what a connection may do
+before it authenticates, wrong and unknown credentials, listeners that require nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from rustka.client.protocol import BrokerError, ConnectionClosed, connect
+from rustka.errors import AuthenticationFailed, AuthenticationRequired
+from rustka.security.credentials import CredentialStore
+from rustka.security.principal import Principal
+from rustka.security.scram import MECHANISMS, derive_credential
+from tests.conftest import RunningBroker, start_broker, within
+
+PASSWORD = "correct horse battery staple"
+
+
+def add_user(data_dir: Path, user: str, password: str) -> None:
+    store = CredentialStore(data_dir / "credentials")
+    for name, mechanism in MECHANISMS.items():
+        store.upsert(user, name, derive_credential(mechanism, password))
+
+
+@pytest_twisted.async_yield_fixture
+async def sasl_broker(data_dir: Path) -> Any:
+    add_user(data_dir, "alice", PASSWORD)
+    running = await start_broker(
+        data_dir,
+        listen_security="sasl",
+        connection_failed_authentication_delay_ms=50,
+    )
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def client(broker: RunningBroker, **auth: Any) -> Any:
+    from twisted.internet import reactor
+
+    return await within(defer.ensureDeferred(connect(reactor, broker.address, **auth)))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+@pytest_twisted.ensureDeferred
+async def test_an_authenticated_client_is_served_as_its_user(
+    sasl_broker: RunningBroker, mechanism: str
+) -> None:
+    c = await client(sasl_broker, user="alice", password=PASSWORD, mechanism=mechanism)
+    await within(c.create_topic("orders", 1))
+    assert await within(c.produce("orders", b"k", b"v")) == (0, 0)
+    [connection] = sasl_broker.factory.connections
+    assert connection.principal == Principal("User", "alice")
+    assert sasl_broker.top.authenticator.stats.successes == {mechanism: 1}
+    await c.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_produce_before_authenticating_is_refused_and_the_connection_closed(
+    sasl_broker: RunningBroker,
+) -> None:
+    c = await client(sasl_broker)
+    welcome = await within(c.hello())  # Hello is served before authentication
+    assert 18 in welcome.ops and 19 in welcome.ops
+    with pytest.raises(BrokerError, match="requires authentication"):
+        await within(c.produce("orders", b"k", b"v"))
+    with pytest.raises(ConnectionClosed):
+        await within(c.metadata())
+    assert not sasl_broker.broker.topics, "nothing was created"
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_extension_op_before_authenticating_gets_failure_21(
+    sasl_broker: RunningBroker,
+) -> None:
+    c = await client(sasl_broker)
+    with pytest.raises(AuthenticationRequired, match="requires authentication"):
+        await within(c.create_topic("orders", 1))
+    assert not sasl_broker.broker.topics
+
+
+@pytest.mark.parametrize(
+    ("user", "password", "mechanism"),
+    [
+        ("alice", "wrong", "SCRAM-SHA-256"),
+        ("alice", "wrong", "SCRAM-SHA-512"),
+        ("alice", "wrong", "PLAIN"),
+        ("mallory", PASSWORD, "SCRAM-SHA-256"),
+        ("mallory", PASSWORD, "PLAIN"),
+    ],
+)
+@pytest_twisted.ensureDeferred
+async def test_wrong_or_unknown_credentials_fail_and_close(
+    sasl_broker: RunningBroker, user: str, password: str, mechanism: str
+) -> None:
+    with pytest.raises(AuthenticationFailed, match="Authentication failed"):
+        await client(sasl_broker, user=user, password=password, mechanism=mechanism)
+    assert sasl_broker.top.authenticator.stats.failures == {mechanism: 1}
+    assert sasl_broker.top.authenticator.stats.successes == {}
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unsupported_mechanism_is_refused(data_dir: Path) -> None:
+    add_user(data_dir, "alice", PASSWORD)
+    running = await start_broker(
+        data_dir, listen_security="sasl", sasl_enabled_mechanisms="SCRAM-SHA-512"
+    )
+    try:
+        with pytest.raises(AuthenticationFailed, match="enabled: SCRAM-SHA-512"):
+            await client(running, user="alice", password=PASSWORD, mechanism="SCRAM-SHA-256")
+        c = await client(running, user="alice", password=PASSWORD, mechanism="SCRAM-SHA-512")
+        await c.close()
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_user_added_while_the_broker_runs_can_log_in(sasl_broker: RunningBroker) -> None:
+    with pytest.raises(AuthenticationFailed):
+        await client(sasl_broker, user="bob", password="pw-bob")
+    add_user(Path(sasl_broker.config.data_dir), "bob", "pw-bob")
+    c = await client(sasl_broker, user="bob", password="pw-bob")
+    await c.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listener_without_security_needs_nothing_and_refuses_sasl(
+    data_dir: Path,
+) -> None:
+    add_user(data_dir, "alice", PASSWORD)
+    running = await start_broker(
+        data_dir,
+        listen=["tcp:0:interface=127.0.0.1", "tcp:0:interface=127.0.0.1"],
+        listen_security="none,sasl",
+    )
+    try:
+        c = await client(running)
+        await within(c.create_topic("open", 1))
+        [connection] = running.factory.connections
+        assert str(connection.principal) == "User:ANONYMOUS"
+        with pytest.raises(AuthenticationFailed, match="does not take SASL"):
+            await within(c.authenticate("alice", PASSWORD))
+        port = running.top.listeners[1].port.getHost().port
+        from twisted.internet import reactor
+
+        guarded = await within(defer.ensureDeferred(connect(reactor, f"127.0.0.1:{port}")))
+        with pytest.raises(AuthenticationRequired):
+            await within(guarded.create_topic("closed", 1))
+        assert sorted(running.broker.topics) == ["open"]
+    finally:
+        await running.stop()
