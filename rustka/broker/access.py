@@ -23,6 +23,7 @@ from twisted.logger import Logger
 
 from rustka.broker.lanes import IOPool
 from rustka.config import Config
+from rustka.errors import InvalidRequest
 from rustka.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -42,8 +43,9 @@ audit = Logger(namespace="rustka.audit")
 R = TypeVar("R")
 
 
-class SecurityDisabled(Exception):
-    """ACLs were asked for while authorization is off (Kafka's SECURITY_DISABLED)."""
+class SecurityDisabled(InvalidRequest):
+    """ACLs were asked for while authorization is off (Kafka's SECURITY_DISABLED; the
+    native protocol's code 2, with this message)."""
 
 
 class Access:

@@ -50,6 +50,7 @@ from rustka.native.codec import (
     Welcome,
 )
 from rustka.record.batch import Record, decode_records, encode_batch, parse_header
+from rustka.security.acl import AclBinding, AclBindingFilter
 from rustka.security.scram import MECHANISMS, ScramClient, ScramError
 
 __all__ = [
@@ -515,6 +516,31 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.DescribeTopicConfigs(topic), done)
 
+    def create_acls(self, acls: Sequence[AclBinding]) -> Deferred[list[AclBinding]]:
+        """Add ACLs, all or none (an invalid one fails the call, naming it); fires with
+        those added."""
+
+        def done(response: p.Response) -> list[AclBinding]:
+            return [p.acl_binding(e) for e in _expect(response, p.Acls, "CreateAcls").acls]
+
+        return self._call(p.CreateAcls(tuple(p.acl_entry(a) for a in acls)), done)
+
+    def describe_acls(self, selector: AclBindingFilter | None = None) -> Deferred[list[AclBinding]]:
+        """The ACLs ``selector`` selects (all of them without one)."""
+
+        def done(response: p.Response) -> list[AclBinding]:
+            return [p.acl_binding(e) for e in _expect(response, p.Acls, "DescribeAcls").acls]
+
+        return self._call(p.DescribeAcls(*_filter_fields(selector)), done)
+
+    def delete_acls(self, selector: AclBindingFilter) -> Deferred[list[AclBinding]]:
+        """Remove every ACL ``selector`` selects; fires with those removed."""
+
+        def done(response: p.Response) -> list[AclBinding]:
+            return [p.acl_binding(e) for e in _expect(response, p.Acls, "DeleteAcls").acls]
+
+        return self._call(p.DeleteAcls(*_filter_fields(selector)), done)
+
     def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Raise a topic's partition count; fires with the new count."""
 
@@ -654,3 +680,17 @@ async def connect(
             await proto.close()
             raise
     return proto
+
+
+def _filter_fields(selector: AclBindingFilter | None) -> tuple[int, str, int, str, str, int, int]:
+    """A filter in the native ops' fields: "" for any name, principal or host."""
+    f = selector or AclBindingFilter()
+    return (
+        int(f.resource_type),
+        f.resource_name or "",
+        int(f.pattern_type),
+        f.principal or "",
+        f.host or "",
+        int(f.operation),
+        int(f.permission),
+    )

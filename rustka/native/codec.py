@@ -34,10 +34,20 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Annotated, Any, ClassVar, TypeAlias, TypeVar, Union, get_type_hints
 
 from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
 from rustka.record.batch import value_class
+from rustka.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 
 PROTOCOL_VERSION = 2
 """Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-17)."""
@@ -706,6 +716,62 @@ class SaslContinue:
     token: Bytes
 
 
+@item
+class AclEntry:
+    """One ACL, with Kafka's codes (docs/security.md, "Authorization (ACLs)"):
+    resource_type 2 topic, 3 group, 4 cluster, 5 transactional id; pattern_type 3
+    literal, 4 prefixed; operation 2 all … 12 idempotent write; permission 2 deny,
+    3 allow."""
+
+    resource_type: UInt8
+    resource_name: Str
+    pattern_type: UInt8
+    principal: Str
+    host: Str
+    operation: UInt8
+    permission: UInt8
+
+
+AclEntries: TypeAlias = Annotated[tuple[AclEntry, ...], Array(AclEntry)]
+
+
+@request
+class CreateAcls:
+    """Op 24: add ACLs, all or none (an invalid one is code 2 and nothing is stored)."""
+
+    OP: ClassVar[int] = 24
+    acls: AclEntries
+
+
+@request
+class DescribeAcls:
+    """Op 25: the ACLs a filter selects: codes 1 (any) and "" (any) match every
+    value of a field; pattern_type 2 (match) selects every pattern that covers the name."""
+
+    OP: ClassVar[int] = 25
+    resource_type: UInt8
+    resource_name: Str
+    pattern_type: UInt8
+    principal: Str
+    host: Str
+    operation: UInt8
+    permission: UInt8
+
+
+@request
+class DeleteAcls:
+    """Op 26: remove every ACL a filter (as DescribeAcls') selects."""
+
+    OP: ClassVar[int] = 26
+    resource_type: UInt8
+    resource_name: Str
+    pattern_type: UInt8
+    principal: Str
+    host: Str
+    operation: UInt8
+    permission: UInt8
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -955,6 +1021,72 @@ class SaslToken:
     session_lifetime_ms: UInt64
 
 
+@response
+class Acls:
+    """Tag 24: ACLs: those created, selected or deleted, in a stable order."""
+
+    TAG: ClassVar[int] = 24
+    acls: AclEntries
+
+
+# --------------------------------------------------------------------------- ACL entries
+# Between the wire's AclEntry and rustka.security.acl's bindings, for the server and
+# the client library alike.
+
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def _acl_code(kind: type[_E], value: int) -> _E:
+    """A code the enum does not know reads as UNKNOWN (0), which is then refused."""
+    try:
+        return kind(value)
+    except ValueError:
+        return kind(0)
+
+
+def acl_binding(e: AclEntry) -> AclBinding:
+    return AclBinding(
+        _acl_code(ResourceType, e.resource_type),
+        e.resource_name,
+        _acl_code(PatternType, e.pattern_type),
+        e.principal,
+        e.host,
+        _acl_code(Operation, e.operation),
+        _acl_code(Permission, e.permission),
+    )
+
+
+def acl_entry(a: AclBinding) -> AclEntry:
+    return AclEntry(
+        int(a.resource_type),
+        a.resource_name,
+        int(a.pattern_type),
+        a.principal,
+        a.host,
+        int(a.operation),
+        int(a.permission),
+    )
+
+
+def acl_selector(req: DescribeAcls | DeleteAcls) -> AclBindingFilter:
+    """The filter of a DescribeAcls or DeleteAcls: "" matches any name, principal or
+    host; InvalidRequest if a code matches nothing."""
+    selector = AclBindingFilter(
+        _acl_code(ResourceType, req.resource_type),
+        req.resource_name or None,
+        _acl_code(PatternType, req.pattern_type),
+        req.principal or None,
+        req.host or None,
+        _acl_code(Operation, req.operation),
+        _acl_code(Permission, req.permission),
+    )
+    try:
+        selector.validate()
+    except AclError as e:
+        raise InvalidRequest(str(e)) from None
+    return selector
+
+
 # --------------------------------------------------------------------------- derived tables
 
 SEED_OPS: tuple[int, ...] = (1, 2, 3, 4)
@@ -1100,6 +1232,9 @@ def error_response(request: Request | None, exc: RustkaError) -> Response:
 
 
 __all__ = [
+    "acl_binding",
+    "acl_entry",
+    "acl_selector",
     "BATCHES",
     "BYTES",
     "CONFIG_SOURCES",

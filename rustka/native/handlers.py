@@ -26,8 +26,11 @@ from rustka.config import ConfigEntry, describe_topic_configs
 from rustka.errors import InvalidRequest, OffsetOutOfRange
 from rustka.native import codec as p
 from rustka.record.batch import Record
+from rustka.security.acl import AclBinding, AclError, validate_binding
+from rustka.security.principal import ANONYMOUS
 
 _PRODUCE = "Produce"
+_ANONYMOUS = str(ANONYMOUS)
 _new_tuple: Callable[..., Any] = tuple.__new__
 _PRODUCE_TEMPLATE = p.Produce("", b"", b"")
 
@@ -63,19 +66,30 @@ class NativeHandler:
             p.CreateTopicWithConfigs: self._create_topic_with_configs,
             p.AlterTopicConfigs: self._alter_topic_configs,
             p.DescribeTopicConfigs: self._describe_topic_configs,
+            p.DescribeAcls: self._describe_acls,
+        }
+        # The ACL changes are audited with who made them.
+        self._by_principal: dict[type, Callable[[Any, str], defer.Deferred[Any]]] = {
+            p.CreateAcls: self._create_acls,
+            p.DeleteAcls: self._delete_acls,
         }
 
     # -- entry points ----------------------------------------------------------------
 
-    def handle(self, request: p.Request) -> defer.Deferred[p.Response]:
-        """The response for ``request``; the Deferred never errbacks."""
+    def handle(self, request: p.Request, principal: str = _ANONYMOUS) -> defer.Deferred[p.Response]:
+        """The response for ``request`` from a connection acting as ``principal``; the
+        Deferred never errbacks."""
         name = type(request).__name__
         stats = self.stats
         stats.requests[name] = stats.requests.get(name, 0) + 1
         started = time.perf_counter()
         try:
             self.broker.check_serving()
-            result = self._handlers[type(request)](request)
+            handler = self._handlers.get(type(request))
+            if handler is not None:
+                result = handler(request)
+            else:
+                result = self._by_principal[type(request)](request, principal)
         except Exception:
             result = self._error(request, Failure())
         if isinstance(result, defer.Deferred):
@@ -288,6 +302,34 @@ class NativeHandler:
             for e in self.broker.group_offsets(req.group)
         )
         return p.GroupOffsets(req.group, offsets)
+
+    # -- ACLs (docs/protocol.md, "ACLs") --------------------------------------------
+
+    def _create_acls(self, req: p.CreateAcls, principal: str) -> defer.Deferred[p.Response]:
+        bindings = [p.acl_binding(e) for e in req.acls]
+        for binding in bindings:
+            try:
+                validate_binding(binding)
+            except AclError as e:
+                raise InvalidRequest(f"ACL {binding.describe()}: {e}") from None
+        done = self.broker.access.create(bindings, principal)
+        created = p.Acls(tuple(p.acl_entry(b) for b in sorted(set(bindings))))
+        return done.addCallback(lambda _: created)
+
+    def _describe_acls(self, req: p.DescribeAcls) -> p.Response:
+        found = self.broker.access.describe(p.acl_selector(req))
+        return p.Acls(tuple(p.acl_entry(a) for a in found))
+
+    def _delete_acls(self, req: p.DeleteAcls, principal: str) -> defer.Deferred[p.Response]:
+        done = self.broker.access.delete([p.acl_selector(req)], principal)
+
+        def deleted(results: list[list[AclBinding] | str]) -> p.Response:
+            [result] = results
+            if isinstance(result, str):
+                raise InvalidRequest(result)
+            return p.Acls(tuple(p.acl_entry(a) for a in result))
+
+        return done.addCallback(deleted)
 
 
 def _batches(result: ReadResult) -> p.Response:

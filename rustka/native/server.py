@@ -32,9 +32,16 @@ from zope.interface import implementer
 from rustka.broker.core import Broker
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
-from rustka.errors import AuthenticationFailed, AuthenticationRequired, InvalidRequest
+from rustka.errors import (
+    AuthenticationFailed,
+    AuthenticationRequired,
+    InvalidRequest,
+    NotAuthorized,
+)
 from rustka.framing import LinearInt32StringReceiver
+from rustka.native import authorization
 from rustka.native import codec as p
+from rustka.native.authorization import Filter
 from rustka.native.handlers import NativeHandler
 from rustka.output_budget import OutputBudget
 from rustka.security.principal import Principal
@@ -88,6 +95,11 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def principal(self) -> Principal:
         """Who the connection acts as: User:ANONYMOUS until (or without) authentication."""
         return self.auth.principal
+
+    @property
+    def peer_host(self) -> str:
+        """The client's address as host ACLs name it; a UNIX socket's peer is "localhost"."""
+        return getattr(self.transport.getPeer(), "host", "localhost")
 
     @property
     def peer(self) -> str:
@@ -259,6 +271,17 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def _start(self, is_write: bool, request: p.Request, slot: Slot) -> None:
         self._run_is_write = is_write
         self._run_pending += 1
+        access = self.factory.broker.access
+        answer: Filter | None = None
+        if access.enabled:
+            decision = authorization.decide(
+                access.gate(str(self.principal), self.peer_host), request
+            )
+            if isinstance(decision, str):
+                # Refused in its place: the answers before it still go out first.
+                self._completed(p.error_response(request, NotAuthorized(decision)), slot)
+                return
+            answer = decision
         if type(request) is p.Produce:
             # Started now, sent with the rest of this read's produces (see deframe).
             self._burst.append(request)
@@ -268,7 +291,10 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             # Whatever starts after them must reach the broker after them.
             self._send_burst()
         slot.cost = self.budget.reserve(self._output_cost(request))
-        self.factory.handler.handle(request).addCallback(self._completed, slot)
+        done = self.factory.handler.handle(request, str(self.principal))
+        if answer is not None:
+            done.addCallback(answer)
+        done.addCallback(self._completed, slot)
 
     def _send_burst(self) -> None:
         requests, slots = self._burst, self._burst_slots

@@ -26,6 +26,8 @@ from rustka.native.codec import (
     MESSAGES,
     PROTOCOL_VERSION,
     SEED_OPS,
+    AclEntry,
+    Acls,
     AlterTopic,
     AlterTopicConfigs,
     Batches,
@@ -33,9 +35,12 @@ from rustka.native.codec import (
     Commit,
     CommitOk,
     ConfigValue,
+    CreateAcls,
     CreateTopic,
     CreateTopicWithConfigs,
+    DeleteAcls,
     DeleteTopic,
+    DescribeAcls,
     DescribeGroup,
     DescribeLogs,
     DescribeTopicConfigs,
@@ -225,6 +230,47 @@ REQUESTS = [
         SaslContinue(b"c=biws,r=abc,p=cHJvb2Y="),
         (("op", "13"), ("token", "00000017 633d626977732c723d6162632c703d63484a766232593d")),
     ),
+    Vector(
+        CreateAcls((AclEntry(2, "orders", 4, "User:a", "*", 4, 3),)),
+        (
+            ("op", "18"),
+            ("acls", "00000001"),
+            ("acls[0].resource_type", "02"),
+            ("acls[0].resource_name", "00000006 6f7264657273"),
+            ("acls[0].pattern_type", "04"),
+            ("acls[0].principal", "00000006 557365723a61"),
+            ("acls[0].host", "00000001 2a"),
+            ("acls[0].operation", "04"),
+            ("acls[0].permission", "03"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        DescribeAcls(2, "orders", 2, "", "", 1, 1),
+        (
+            ("op", "19"),
+            ("resource_type", "02"),
+            ("resource_name", "00000006 6f7264657273"),
+            ("pattern_type", "02"),
+            ("principal", "00000000"),
+            ("host", "00000000"),
+            ("operation", "01"),
+            ("permission", "01"),
+        ),
+    ),
+    Vector(
+        DeleteAcls(1, "", 1, "User:a", "", 3, 2),
+        (
+            ("op", "1a"),
+            ("resource_type", "01"),
+            ("resource_name", "00000000"),
+            ("pattern_type", "01"),
+            ("principal", "00000006 557365723a61"),
+            ("host", "00000000"),
+            ("operation", "03"),
+            ("permission", "02"),
+        ),
+    ),
 ]
 
 RESPONSES = [
@@ -337,6 +383,21 @@ RESPONSES = [
     ),
     Vector(TopicDeleted("events"), (("tag", "10"), ("topic", EVENTS))),
     Vector(
+        Acls((AclEntry(3, "g", 3, "User:*", "10.0.0.1", 2, 2),)),
+        (
+            ("tag", "18"),
+            ("acls", "00000001"),
+            ("acls[0].resource_type", "03"),
+            ("acls[0].resource_name", "00000001 67"),
+            ("acls[0].pattern_type", "03"),
+            ("acls[0].principal", "00000006 557365723a2a"),
+            ("acls[0].host", "00000008 31302e302e302e31"),
+            ("acls[0].operation", "02"),
+            ("acls[0].permission", "02"),
+        ),
+        flat=False,
+    ),
+    Vector(
         TopicConfigs(
             "events",
             (
@@ -443,16 +504,16 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
-    """The vector tables exercise all 19 ops and all 19 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == set(range(1, 20))
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == set(range(1, 20))
+    """The vector tables exercise all 17 ops and all 18 tags."""
+    assert {decode_request(v.payload).OP for v in REQUESTS} == {*range(1, 20), 24, 25, 26}
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == {*range(1, 20), 24}
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-17."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-17 and 24-26."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == tuple(range(5, 20))
+    assert tuple(EXTENSION_OPS) == (*range(5, 20), 24, 25, 26)
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -467,7 +528,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == set(range(1, 20))
+    assert {payload[0] for payload in examples} == {*range(1, 20), 24, 25, 26}
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -476,7 +537,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == set(range(1, 20))
+    assert {payload[0] for payload in examples} == {*range(1, 20), 24}
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -516,6 +577,9 @@ ROUND_TRIP_REQUESTS = [
     DescribeTopicConfigs(""),
     SaslAuthenticate("", b""),
     SaslContinue(b"\xff" * 300),
+    CreateAcls(()),
+    DescribeAcls(0, "", 0, "", "", 0, 0),
+    DeleteAcls(255, "x" * 300, 255, "User:\u00e9", "*", 255, 255),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -545,6 +609,13 @@ ROUND_TRIP_RESPONSES = [
     TopicConfigs("t", ()),
     SaslToken(b"", 0, 0xFFFF_FFFF_FFFF_FFFF),
     TopicConfigs("t", (TopicConfig("a", "", 0), TopicConfig("b", "c", 255))),
+    Acls(()),
+    Acls(
+        (
+            AclEntry(0, "", 0, "", "", 0, 0),
+            AclEntry(255, "\u00e9" * 300, 255, "U:x", "::1", 255, 255),
+        )
+    ),
 ]
 
 

@@ -15,13 +15,13 @@ from types import ModuleType
 
 from rustka import __version__
 from rustka.errors import RustkaError
-from rustka.ops.cli import groups, inspect, mirror, records, serve, topics
+from rustka.ops.cli import acls, groups, inspect, mirror, records, serve, topics
 from rustka.ops.cli.common import EXIT_ERROR, CommandError
 
 __all__ = ["build_parser", "main"]
 
 # In --help order.
-FAMILIES: tuple[ModuleType, ...] = (serve, inspect, records, topics, groups, mirror)
+FAMILIES: tuple[ModuleType, ...] = (serve, inspect, records, topics, groups, acls, mirror)
 _FAMILY_OF = {command: family for family in FAMILIES for command in family.COMMANDS}
 
 _EPILOG = """\
