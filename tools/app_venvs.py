@@ -61,6 +61,7 @@ def expected_stamp(name: str, python: str | None = None) -> str:
 
 def python_of(name: str) -> Path:
     """The interpreter of a complete venv for the current pins, or AppVenvError saying why not."""
+    pinned = expected_stamp(name).splitlines()[0]
     venv = venv_of(name)
     python = venv / "bin" / "python"
     how = f"build it with `python3 tools/app_venvs.py build {name}` (scripts/test does)"
@@ -69,7 +70,7 @@ def python_of(name: str) -> Path:
         raise AppVenvError(f"the {name} virtualenv is not built ({venv}): {how}")
     recorded = stamp.read_text()
     pins = recorded.splitlines()[0] if recorded else ""
-    if pins != expected_stamp(name).splitlines()[0]:
+    if pins != pinned:
         raise AppVenvError(
             f"the {name} virtualenv ({venv}) was built for other pins than "
             f"{requirements_of(name).relative_to(REPO)}: {how}"
@@ -79,6 +80,7 @@ def python_of(name: str) -> Path:
 
 def build(name: str) -> Path:
     """Build the venv unless a complete one for these pins is there; its interpreter."""
+    requirements = requirements_of(name)
     try:
         return python_of(name)
     except AppVenvError:
@@ -91,7 +93,7 @@ def build(name: str) -> Path:
     python = venv / "bin" / "python"
     pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", "-r", str(requirements_of(name))], check=True)
+    subprocess.run([*pip, "install", "-r", str(requirements)], check=True)
     (venv / STAMP).write_text(expected_stamp(name))
     return python
 
