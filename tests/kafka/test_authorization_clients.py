@@ -12,11 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import threads
 
-from rustka.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
-from rustka.security.acl_store import ACL_FILE, save_acls
+from rustka.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from rustka.security.acl_store import ACL_FILE, AclFileError, load_acls, save_acls
 from tests.conftest import RunningBroker, start_broker, within
 
 ANON = "User:ANONYMOUS"
@@ -179,3 +187,290 @@ async def test_a_group_and_a_topic_must_both_be_allowed_to_consume(data_dir: Pat
         )
     finally:
         await running.stop()
+
+
+# -- with SASL principals -------------------------------------------------------------------
+
+
+def add_users(data_dir: Path, passwords: dict[str, str]) -> None:
+    from rustka.security.credentials import CredentialStore
+    from rustka.security.scram import MECHANISMS, derive_credential
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = CredentialStore(data_dir / "credentials")
+    for user, password in passwords.items():
+        for name, mechanism in MECHANISMS.items():
+            store.upsert(user, name, derive_credential(mechanism, password))
+
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+
+def sasl(user: str, mechanism: str = "SCRAM-SHA-256") -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+    }
+
+
+def alice_and_bob(bootstrap: str) -> dict[str, Any]:
+    """alice may write orders (and so describe it), bob may read it in group bob-group
+    only; what each client sees, with confluent-kafka and kafka-python."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    seen: dict[str, Any] = {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    for f in admin.create_topics([NewTopic("orders", 1, 1), NewTopic("secret", 1, 1)]).values():
+        f.result(30)
+
+    errors: list[str | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, **sasl("alice")})
+    for topic in ("orders", "secret"):
+        producer.produce(topic, b"v", on_delivery=lambda e, m: errors.append(e and e.name()))
+    producer.flush(30)
+    seen["alice_produce"] = sorted(str(e) for e in errors)
+    alice_admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("alice")})
+    seen["alice_topics"] = sorted(alice_admin.list_topics(timeout=30).topics)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bob-group",
+            "auto.offset.reset": "earliest",
+            **sasl("alice"),
+        }
+    )
+    consumer.subscribe(["orders"])
+    try:
+        for _ in range(60):
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                seen["alice_read"] = msg.error().name() if msg.error() else "read"
+                break
+    except KafkaException as e:
+        seen["alice_read"] = e.args[0].name()
+    finally:
+        consumer.close()
+
+    bob = KafkaConsumer(
+        "orders",
+        bootstrap_servers=bootstrap,
+        group_id="bob-group",
+        auto_offset_reset="earliest",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="bob",
+        sasl_plain_password=USERS["bob"],
+        consumer_timeout_ms=15000,
+    )
+    try:
+        seen["bob_read"] = [m.value for m in bob][:1]
+        bob.commit()
+    finally:
+        bob.close()
+    other = KafkaConsumer(
+        "orders",
+        bootstrap_servers=bootstrap,
+        group_id="other-group",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="bob",
+        sasl_plain_password=USERS["bob"],
+        consumer_timeout_ms=10000,
+    )
+    try:
+        list(other)
+        seen["bob_other_group"] = "read"
+    except GroupAuthorizationFailedError:
+        seen["bob_other_group"] = "GROUP_AUTHORIZATION_FAILED"
+    finally:
+        other.close()
+    return seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_users_see_what_their_acls_allow(data_dir: Path) -> None:
+    add_users(data_dir, USERS)
+    running = await start_with_acls(
+        data_dir,
+        [
+            acl(T, "orders", Operation.WRITE, principal="User:alice"),
+            acl(T, "orders", Operation.READ, principal="User:bob"),
+            acl(G, "bob-group", Operation.READ, principal="User:bob"),
+        ],
+        listen_security="sasl",
+        super_users="User:admin",
+    )
+    try:
+        seen = await in_thread(alice_and_bob, running.address)
+    finally:
+        await running.stop()
+    assert seen["alice_produce"] == ["None", "TOPIC_AUTHORIZATION_FAILED"]
+    assert seen["alice_topics"] == ["orders"]
+    # alice's WRITE does not let her read, even in a group she may not use either.
+    assert seen["alice_read"] in ("TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED")
+    assert seen["bob_read"] == [b"v"]
+    assert seen["bob_other_group"] == "GROUP_AUTHORIZATION_FAILED"
+    denials = running.top.broker.access.denials
+    assert denials["DESCRIBE"] >= 1, denials  # alice asked for "secret"
+
+
+def manage_acls(bootstrap: str) -> dict[str, Any]:
+    """The admin's ACL round trip with confluent-kafka's and kafka-python's admin clients."""
+    from confluent_kafka.admin import (
+        AclBinding as CkBinding,
+    )
+    from confluent_kafka.admin import (
+        AclBindingFilter as CkFilter,
+    )
+    from confluent_kafka.admin import (
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+    )
+    from confluent_kafka.admin import (
+        ResourceType as CkType,
+    )
+    from kafka import KafkaAdminClient
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+    )
+    from kafka.admin import ResourceType as KpType
+
+    seen: dict[str, Any] = {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    bindings = [
+        CkBinding(
+            CkType.TOPIC,
+            "app-",
+            ResourcePatternType.PREFIXED,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+        CkBinding(
+            CkType.GROUP,
+            "g1",
+            ResourcePatternType.LITERAL,
+            "User:bob",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.DENY,
+        ),
+    ]
+    for f in admin.create_acls(bindings).values():
+        f.result(30)
+    everything = CkFilter(
+        CkType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    seen["ck_described"] = sorted(
+        (
+            b.restype.name,
+            b.name,
+            b.resource_pattern_type.name,
+            b.principal,
+            b.operation.name,
+            b.permission_type.name,
+        )
+        for b in admin.describe_acls(everything).result(30)
+    )
+    kp = KafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="admin",
+        sasl_plain_password=USERS["admin"],
+    )
+    try:
+        kp.create_acls(
+            [
+                ACL(
+                    "User:carol",
+                    "*",
+                    ACLOperation.WRITE,
+                    ACLPermissionType.ALLOW,
+                    ResourcePattern(KpType.TOPIC, "logs"),
+                )
+            ]
+        )
+        found, _error = kp.describe_acls(
+            ACLFilter(
+                None,
+                None,
+                ACLOperation.ANY,
+                ACLPermissionType.ANY,
+                ResourcePattern(KpType.TOPIC, "logs", ACLResourcePatternType.LITERAL),
+            )
+        )
+        seen["kp_described"] = [(a.principal, a.operation.name) for a in found]
+    finally:
+        kp.close()
+    deleted = admin.delete_acls(
+        [
+            CkFilter(
+                CkType.GROUP,
+                None,
+                ResourcePatternType.ANY,
+                None,
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        ]
+    )
+    seen["ck_deleted"] = [[(b.name, b.principal) for b in f.result(30)] for f in deleted.values()]
+    return seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_admin_clients_manage_acls_and_they_survive_a_restart(data_dir: Path) -> None:
+    add_users(data_dir, USERS)
+    running = await start_with_acls(data_dir, [], listen_security="sasl", super_users="User:admin")
+    try:
+        seen = await in_thread(manage_acls, running.address)
+    finally:
+        await running.stop()
+    assert seen["ck_described"] == [
+        ("GROUP", "g1", "LITERAL", "User:bob", "READ", "DENY"),
+        ("TOPIC", "app-", "PREFIXED", "User:alice", "READ", "ALLOW"),
+    ]
+    assert seen["kp_described"] == [("User:carol", "WRITE")]
+    assert seen["ck_deleted"] == [[("g1", "User:bob")]]
+    stored = load_acls(data_dir / ACL_FILE)
+    assert stored == {
+        acl(T, "app-", Operation.READ, pattern=PRE, principal="User:alice"),
+        acl(T, "logs", Operation.WRITE, principal="User:carol"),
+    }
+    again = await start_broker(data_dir, authorizer_enabled=True, listen_security="sasl")
+    try:
+        assert again.top.broker.access.describe(AclBindingFilter()) == sorted(stored)
+    finally:
+        await again.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_damaged_acl_file_stops_the_start(data_dir: Path) -> None:
+    data_dir.mkdir(parents=True)
+    save_acls(data_dir / ACL_FILE, [acl(T, "orders", Operation.READ)])
+    path = data_dir / ACL_FILE
+    path.write_bytes(path.read_bytes().replace(b"orders", b"ordexs"))
+    with pytest.raises(AclFileError, match="checksum"):
+        await start_broker(data_dir, authorizer_enabled=True)
