@@ -81,6 +81,7 @@ class BrokerCollector(Collector):
         yield from self._traffic()
         yield from self._partitions()
         yield from self._cleaner()
+        yield from self._authorization()
         yield self._lag()
         yield from self._group_members()
 
@@ -235,6 +236,26 @@ class BrokerCollector(Collector):
                 families["size"].add_metric(key, plog.size_bytes)
                 families["segments"].add_metric(key, len(plog.segments))
         yield from families.values()
+
+    def _authorization(self) -> Iterator[Metric]:
+        """ACLs in force and requests refused by them (docs/security.md); nothing while
+        authorization is off."""
+        access = self.broker.access
+        authorizer = access.authorizer
+        if authorizer is None:
+            return
+        denials = CounterMetricFamily(
+            "rustka_authorization_denials",
+            "Requests (or parts of one) the ACLs refused, by Kafka operation.",
+            labels=("operation",),
+        )
+        for operation, count in sorted(access.denials.items()):
+            denials.add_metric((operation,), count)
+        yield denials
+        yield GaugeMetricFamily("rustka_acls", "ACLs in force.", value=len(authorizer.acls))
+        yield CounterMetricFamily(
+            "rustka_acl_changes", "Changes made to the ACLs since the start.", value=access.changes
+        )
 
     def _cleaner(self) -> Iterator[Metric]:
         """The log cleaner (docs/kafka.md, "Log compaction"): Kafka's cleaner metrics

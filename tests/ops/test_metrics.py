@@ -339,3 +339,60 @@ async def test_kafka_requests_errors_latency_and_connections_by_protocol(
         assert _value(after, "rustka_protocol_connections", protocol="kafka") == 0
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_authorization_denials_and_acls(broker_factory: Callable[..., Any]) -> None:
+    """With ACLs on: how many there are, how often they changed, and the denials by
+    operation; without, no such family at all (the plain broker above)."""
+    from rustka.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+
+    running = await broker_factory(authorizer_enabled=True, super_users="User:root")
+    started = await _start(running)
+    try:
+        anonymous = "User:ANONYMOUS"
+        await running.broker.access.create(
+            [
+                AclBinding(
+                    ResourceType.TOPIC,
+                    "t",
+                    PatternType.LITERAL,
+                    anonymous,
+                    "*",
+                    Operation.READ,
+                    Permission.ALLOW,
+                ),
+                AclBinding(
+                    ResourceType.TOPIC,
+                    "u",
+                    PatternType.PREFIXED,
+                    anonymous,
+                    "*",
+                    Operation.WRITE,
+                    Permission.ALLOW,
+                ),
+            ],
+            "User:root",
+        )
+        client = await _connect(running.port)
+        denied = await _call(client, p.Produce("t", b"k", b"v"))
+        assert isinstance(denied, p.Error) and "not authorized" in denied.message
+        denied = await _call(client, p.FetchBatch("u", 0, 0, 1000, 0))
+        assert isinstance(denied, p.Failure) and denied.code == 20
+        await _call(client, p.FetchBatch("x", 0, 0, 1000, 0))
+        samples = await _scrape(started.port)
+        assert _value(samples, "rustka_authorization_denials_total", operation="WRITE") == 1
+        assert _value(samples, "rustka_authorization_denials_total", operation="READ") == 2
+        assert _value(samples, "rustka_acls") == 2
+        assert _value(samples, "rustka_acl_changes_total") == 1
+        client.transport.loseConnection()
+        await client.closed
+    finally:
+        await started.listener.stopService()
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_authorization_families_while_it_is_off(metrics: Metrics) -> None:
+    samples = await _scrape(metrics.port)
+    assert not [name for name, _ in samples if "acl" in name or "authorization" in name]
