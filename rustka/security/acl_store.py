@@ -28,7 +28,15 @@ from rustka.security.acl import (
 )
 from rustka.storage.file_io import replace_file
 
-__all__ = ["ACL_FILE", "AclFileError", "decode_acls", "encode_acls", "load_acls", "save_acls"]
+__all__ = [
+    "ACL_FILE",
+    "AclFileError",
+    "check_acl_file",
+    "decode_acls",
+    "encode_acls",
+    "load_acls",
+    "save_acls",
+]
 
 ACL_FILE: Final = "acls"
 """Its name in the data directory."""
@@ -105,3 +113,24 @@ def load_acls(path: Path) -> frozenset[AclBinding]:
 def save_acls(path: Path, acls: Iterable[AclBinding]) -> None:
     """Replace the file with ``acls``, durably (the broker's I/O pool calls this)."""
     replace_file(path, encode_acls(acls))
+
+
+def check_acl_file(path: Path) -> tuple[list[str], list[str]]:
+    """(problems, notes) for ``rustka check``: a damaged file is a problem (the broker
+    would refuse to start with authorization on); an absent one, or a leftover of an
+    interrupted write, a note."""
+    notes: list[str] = []
+    try:
+        acls = load_acls(path) if path.exists() else None
+    except AclFileError as e:
+        return [f"{path}: {e}"], notes
+    except OSError as e:
+        return [f"{path}: cannot read: {e.strerror}"], notes
+    if acls is None:
+        notes.append(f"{path}: no ACL file (no ACLs)")
+    else:
+        notes.append(f"{path}: {len(acls)} ACLs")
+    leftover = path.with_name(path.name + ".tmp")
+    if leftover.exists():
+        notes.append(f"{leftover}: leftover of an interrupted write (the file itself is whole)")
+    return [], notes

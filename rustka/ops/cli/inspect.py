@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from rustka.storage.inspect import check_data_dir, dump_path, format_dump
+from rustka.security.acl_store import ACL_FILE, check_acl_file
+from rustka.security.credentials import check_credential_file
+from rustka.storage.inspect import Problem, Report, check_data_dir, dump_path, format_dump
 
 __all__ = ["COMMANDS", "add_parsers", "check", "run"]
 
@@ -64,6 +66,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             out.write(format_dump(result) + "\n")
         return EXIT_PROBLEMS if result.get("problems") else EXIT_OK
     report = check_data_dir(Path(args.data_dir))
+    if Path(args.data_dir).is_dir():
+        _check_security_files(Path(args.data_dir), report)
     if args.json:
         json.dump(report.as_json(), out, indent=1)
         out.write("\n")
@@ -75,3 +79,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
         out.write(f"checked {report.files_checked} files: {verdict}\n")
     return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def _check_security_files(data_dir: Path, report: Report) -> None:
+    """The ACL file and the credential file in the data directory (docs/security.md):
+    the broker refuses to start on a damaged one, so ``check`` says so first. A
+    credentials_file set elsewhere in the configuration is not looked for."""
+    for found, path in (
+        (check_acl_file(data_dir / ACL_FILE), data_dir / ACL_FILE),
+        (check_credential_file(data_dir / "credentials"), data_dir / "credentials"),
+    ):
+        problems, notes = found
+        report.problems.extend(Problem(str(path), None, p.split(": ", 1)[-1]) for p in problems)
+        report.notes.extend(notes)
+        report.files_checked += path.exists()

@@ -260,3 +260,42 @@ def test_dump_refuses_other_files(pristine: Path, capsys: pytest.CaptureFixture[
     status = main(["dump", str(pristine / "orders" / "0" / "recovery-point")])
     assert status == 2
     assert "not a .log, .index or .timeindex" in capsys.readouterr().err
+
+
+def test_check_reads_the_acl_and_credential_files(
+    pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whole ACL and credential files are notes; a damaged ACL file or a credential file
+    others may read is a problem naming the file (the broker would refuse to start)."""
+    from rustka.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+    from rustka.security.acl_store import save_acls
+    from rustka.security.credentials import CredentialStore
+    from rustka.security.scram import SCRAM_SHA_256, derive_credential
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(pristine, data_dir)
+    acl = AclBinding(
+        ResourceType.TOPIC,
+        "orders",
+        PatternType.LITERAL,
+        "User:a",
+        "*",
+        Operation.READ,
+        Permission.ALLOW,
+    )
+    save_acls(data_dir / "acls", [acl])
+    CredentialStore(data_dir / "credentials").upsert(
+        "a", "SCRAM-SHA-256", derive_credential(SCRAM_SHA_256, "pw")
+    )
+    status, out = run(["check", str(data_dir)], capsys)
+    assert status == 0, out
+    assert f"note: {data_dir / 'acls'}: 1 ACLs" in out
+    assert f"note: {data_dir / 'credentials'}: 1 users, 1 credentials" in out
+    (data_dir / "acls").write_bytes((data_dir / "acls").read_bytes().replace(b"orders", b"0rders"))
+    (data_dir / "credentials").chmod(0o644)
+    status, out = run(["check", "--json", str(data_dir)], capsys)
+    report = json.loads(out)
+    assert status == 1
+    files = {p["file"]: p["message"] for p in report["problems"]}
+    assert "checksum" in files[str(data_dir / "acls")]
+    assert "0600" in files[str(data_dir / "credentials")]
