@@ -516,6 +516,18 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.DescribeTopicConfigs(topic), done)
 
+    def delete_records(self, topic: str, partition: int, before: int) -> Deferred[int]:
+        """Delete the records below offset ``before`` (-1: every record up to the high
+        watermark) by moving the partition's log start; fires with it once durable. Past
+        the high watermark is OffsetOutOfRange with the bounds; the start never moves
+        back (docs/protocol.md, DeleteRecords)."""
+
+        def done(response: p.Response) -> int:
+            return _expect(response, p.LogStart, "DeleteRecords").log_start
+
+        offset = p.HIGH_WATERMARK if before == -1 else before
+        return self._call(p.DeleteRecords(topic, partition, offset), done)
+
     def create_acls(self, acls: Sequence[AclBinding]) -> Deferred[list[AclBinding]]:
         """Add ACLs, all or none (an invalid one fails the call, naming it); fires with
         those added."""

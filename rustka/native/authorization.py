@@ -144,6 +144,7 @@ _BASE_RULES: dict[type, Rule] = {
     p.CreateTopicWithConfigs: _create,
     p.AlterTopicConfigs: _on_topic(Op.ALTER_CONFIGS),
     p.DescribeTopicConfigs: _on_topic(Op.DESCRIBE_CONFIGS),
+    p.DeleteRecords: _on_topic(Op.DELETE),
     p.CreateAcls: _on_cluster(Op.ALTER),
     p.DescribeAcls: _on_cluster(Op.DESCRIBE),
     p.DeleteAcls: _on_cluster(Op.ALTER),

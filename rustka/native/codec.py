@@ -772,6 +772,21 @@ class DeleteAcls:
     permission: UInt8
 
 
+HIGH_WATERMARK = 0xFFFF_FFFF_FFFF_FFFF
+"""DeleteRecords' ``offset`` meaning the high watermark (Kafka's -1)."""
+
+
+@request
+class DeleteRecords:
+    """Op 27: move a partition's log start up to ``offset`` (Kafka's DeleteRecords);
+    `HIGH_WATERMARK` moves it to the high watermark."""
+
+    OP: ClassVar[int] = 27
+    topic: Str
+    partition: UInt32
+    offset: UInt64
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -1029,6 +1044,16 @@ class Acls:
     acls: AclEntries
 
 
+@response
+class LogStart:
+    """Tag 25: the answer to DeleteRecords: the partition's log start, now durable."""
+
+    TAG: ClassVar[int] = 25
+    topic: Str
+    partition: UInt32
+    log_start: UInt64
+
+
 # --------------------------------------------------------------------------- ACL entries
 # Between the wire's AclEntry and rustka.security.acl's bindings, for the server and
 # the client library alike.
@@ -1218,12 +1243,13 @@ def error_response(request: Request | None, exc: RustkaError) -> Response:
 
     Seed ops and unparseable frames get tag 4 ``Error`` so seed clients never see
     a tag they do not know; extension ops get tag 14 ``Failure`` with the error's
-    code, except an out-of-range FetchBatch, which gets tag 15 with the bounds.
+    code, except an out-of-range FetchBatch or DeleteRecords, which gets tag 15 with
+    the bounds.
     """
     message = str(exc) or type(exc).__name__
     if request is None or isinstance(request, _SEED_REQUEST_TYPES):
         return Error(message)
-    if isinstance(exc, OffsetOutOfRange) and isinstance(request, FetchBatch):
+    if isinstance(exc, OffsetOutOfRange) and isinstance(request, (FetchBatch, DeleteRecords)):
         return OutOfRange(exc.offset, exc.log_start, exc.end)
     code = getattr(exc, "code", RustkaError.code)
     if not isinstance(code, int) or not 0 <= code <= U16.max:
@@ -1239,6 +1265,7 @@ __all__ = [
     "BYTES",
     "CONFIG_SOURCES",
     "EXTENSION_OPS",
+    "HIGH_WATERMARK",
     "MESSAGES",
     "MIN_PROTOCOL_VERSION",
     "PROTOCOL_VERSION",

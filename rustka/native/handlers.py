@@ -66,6 +66,7 @@ class NativeHandler:
             p.CreateTopicWithConfigs: self._create_topic_with_configs,
             p.AlterTopicConfigs: self._alter_topic_configs,
             p.DescribeTopicConfigs: self._describe_topic_configs,
+            p.DeleteRecords: self._delete_records,
             p.DescribeAcls: self._describe_acls,
         }
         # The ACL changes are audited with who made them.
@@ -289,6 +290,12 @@ class NativeHandler:
 
     def _alter_topic(self, req: p.AlterTopic) -> defer.Deferred[p.Response]:
         return self.broker.alter_topic(req.topic, req.partitions).addCallback(_topic_info)
+
+    def _delete_records(self, req: p.DeleteRecords) -> defer.Deferred[p.Response]:
+        """Past the high watermark is OffsetOutOfRange, answered as tag 15 with the bounds."""
+        offset = -1 if req.offset == p.HIGH_WATERMARK else req.offset
+        d = self.broker.delete_records(req.topic, req.partition, offset)
+        return d.addCallback(lambda start: p.LogStart(req.topic, req.partition, start))
 
     def _delete_topic(self, req: p.DeleteTopic) -> defer.Deferred[p.Response]:
         return self.broker.delete_topic(req.topic).addCallback(lambda _: p.TopicDeleted(req.topic))

@@ -239,7 +239,7 @@ async def test_commit_to_unknown_topic_fails(client: RustkaClientProtocol) -> No
 async def test_hello(client: RustkaClientProtocol) -> None:
     """Hello negotiates version 2 with all ops, or version 1 with the seed ops only."""
     welcome = await within(client.hello())
-    assert welcome.version == 2 and welcome.ops == (*range(1, 20), 24, 25, 26)
+    assert welcome.version == 2 and welcome.ops == (*range(1, 20), 24, 25, 26, 27)
     assert welcome.broker.startswith("rustka")
     old = await within(client.hello(version=1, client="old-client"))
     assert (old.version, old.ops) == (1, (1, 2, 3, 4))
@@ -655,3 +655,37 @@ async def test_fetched_records_of_a_log_append_time_topic_read_as_the_brokers_ti
     fetched = await within(client.fetch_batch("stamped", 0, 0))
     stamps = {r.timestamp for r in fetched.records}
     assert len(stamps) == 1 and stamps.pop() > 1_000_000_000_000  # type: ignore[operator]
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_records_moves_the_log_start(
+    broker: Any, client: RustkaClientProtocol
+) -> None:
+    """DeleteRecords (op 27): the start moves (-1: to the high watermark), never back;
+    reads below it and an offset past the high watermark are OffsetOutOfRange with the
+    bounds; a topic that only compacts is PolicyViolation; an unknown partition is
+    UnknownPartition."""
+    from rustka.errors import PolicyViolation
+
+    await within(client.create_topic("dr", 1))
+    await within(client.create_topic("cmp", 1, {"cleanup.policy": "compact"}))
+    for i in range(6):
+        await within(client.produce("dr", b"k", b"v%d" % i))
+    assert await within(client.delete_records("dr", 0, 4)) == 4
+    assert await within(client.delete_records("dr", 0, 1)) == 4
+    with pytest.raises(OffsetOutOfRange) as info:
+        await within(client.fetch_batch("dr", 0, 3))
+    assert (info.value.log_start, info.value.end) == (4, 6)
+    assert [r.value for r in (await within(client.fetch_batch("dr", 0, 4))).records] == [
+        b"v4",
+        b"v5",
+    ]
+    with pytest.raises(OffsetOutOfRange) as info:
+        await within(client.delete_records("dr", 0, 7))
+    assert (info.value.offset, info.value.log_start, info.value.end) == (7, 4, 6)
+    with pytest.raises(PolicyViolation, match="policy"):
+        await within(client.delete_records("cmp", 0, 0))
+    with pytest.raises(UnknownPartition):
+        await within(client.delete_records("dr", 3, 0))
+    assert await within(client.delete_records("dr", 0, -1)) == 6
+    assert broker.broker.bounds("dr", 0) == (6, 6)

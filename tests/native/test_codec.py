@@ -39,6 +39,7 @@ from rustka.native.codec import (
     CreateTopic,
     CreateTopicWithConfigs,
     DeleteAcls,
+    DeleteRecords,
     DeleteTopic,
     DescribeAcls,
     DescribeGroup,
@@ -56,6 +57,7 @@ from rustka.native.codec import (
     ListGroups,
     LogInfo,
     LogsDescribed,
+    LogStart,
     Metadata,
     MetadataResult,
     NotFound,
@@ -271,6 +273,15 @@ REQUESTS = [
             ("permission", "02"),
         ),
     ),
+    Vector(
+        DeleteRecords("orders", 2, 100),
+        (
+            ("op", "1b"),
+            ("topic", "00000006 6f7264657273"),
+            ("partition", "00000002"),
+            ("offset", "0000000000000064"),
+        ),
+    ),
 ]
 
 RESPONSES = [
@@ -382,6 +393,15 @@ RESPONSES = [
         ),
     ),
     Vector(TopicDeleted("events"), (("tag", "10"), ("topic", EVENTS))),
+    Vector(
+        LogStart("orders", 2, 100),
+        (
+            ("tag", "19"),
+            ("topic", "00000006 6f7264657273"),
+            ("partition", "00000002"),
+            ("log_start", "0000000000000064"),
+        ),
+    ),
     Vector(
         Acls((AclEntry(3, "g", 3, "User:*", "10.0.0.1", 2, 2),)),
         (
@@ -505,15 +525,15 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 def test_vectors_cover_every_op_and_tag() -> None:
     """The vector tables exercise all 17 ops and all 18 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == {*range(1, 20), 24, 25, 26}
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == {*range(1, 20), 24}
+    assert {decode_request(v.payload).OP for v in REQUESTS} == {*range(1, 20), 24, 25, 26, 27}
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == {*range(1, 20), 24, 25}
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-17 and 24-26."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-27."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == (*range(5, 20), 24, 25, 26)
+    assert tuple(EXTENSION_OPS) == (*range(5, 20), 24, 25, 26, 27)
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -528,7 +548,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == {*range(1, 20), 24, 25, 26}
+    assert {payload[0] for payload in examples} == {*range(1, 20), 24, 25, 26, 27}
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -537,7 +557,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == {*range(1, 20), 24}
+    assert {payload[0] for payload in examples} == {*range(1, 20), 24, 25}
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)

@@ -2,7 +2,8 @@
 
 A topic's configs are Kafka topic configs by Kafka's names (docs/kafka.md, "Topic
 configs"), the same a Kafka client sets: ``--config KEY=VALUE`` on create and alter,
-``--delete-config KEY`` on alter; describe shows the topic's own.
+``--delete-config KEY`` on alter; describe shows the topic's own. ``delete-records``
+moves a partition's log start (Kafka's DeleteRecords, docs/kafka.md "DeleteRecords").
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ def add_parsers(sub: Any) -> None:
         "  rustka topics create state --partitions 1 --config cleanup.policy=compact\n"
         "  rustka topics alter payments --partitions 12\n"
         "  rustka topics alter payments --config retention.ms=-1 --delete-config segment.ms\n"
-        "  rustka topics delete payments               removes every partition and record\n",
+        "  rustka topics delete payments               removes every partition and record\n"
+        "  rustka topics delete-records payments --partition 0 --before 1000\n"
+        "  rustka topics delete-records payments --partition 0 --before end\n",
     )
-    t.add_argument("action", choices=["list", "describe", "create", "alter", "delete"])
+    t.add_argument(
+        "action", choices=["list", "describe", "create", "alter", "delete", "delete-records"]
+    )
     t.add_argument("topic", nargs="?")
     t.add_argument("--partitions", type=positive_int, default=None)
     t.add_argument(
@@ -54,6 +59,27 @@ def add_parsers(sub: Any) -> None:
         metavar="KEY",
         help="a topic config to drop, back to the broker's value (alter); repeatable",
     )
+    t.add_argument("--partition", type=int, default=None, help="the partition (delete-records)")
+    t.add_argument(
+        "--before",
+        type=offset_or_end,
+        default=None,
+        metavar="OFFSET",
+        help="delete the records below OFFSET, or 'end' for all (delete-records)",
+    )
+
+
+def offset_or_end(text: str) -> int:
+    """An offset >= 0, or ``end`` (-1, Kafka's value for it): up to the high watermark."""
+    if text == "end":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an offset or 'end', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"an offset is >= 0 (or 'end'), got {value}")
+    return value
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -75,6 +101,13 @@ def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"topics {args.action} takes no --config")
     if args.action != "alter" and args.delete_config:
         parser.error(f"topics {args.action} takes no --delete-config")
+    if args.action == "delete-records":
+        if args.partition is None or args.partition < 0:
+            parser.error("topics delete-records needs --partition P (P >= 0)")
+        if args.before is None:
+            parser.error("topics delete-records needs --before OFFSET (or --before end)")
+    elif args.partition is not None or args.before is not None:
+        parser.error(f"topics {args.action} takes no --partition or --before")
     keys = [k for k, _ in args.config] + list(args.delete_config)
     if len(set(keys)) != len(keys):
         parser.error(f"a config is named twice: {', '.join(keys)}")
@@ -122,6 +155,11 @@ async def cmd_topics(args: argparse.Namespace, out: TextIO) -> int:
                 lines.append(f"topic {args.topic} has configs of its own:\n")
                 lines.append(_config_lines(own) or "  (none: the broker's settings)\n")
             emit(out, args, data, lambda: "".join(lines))
+        elif args.action == "delete-records":
+            start = await client.delete_records(args.topic, args.partition, args.before)
+            data = {"topic": args.topic, "partition": args.partition, "log_start": start}
+            text = f"topic {args.topic} partition {args.partition} now starts at offset {start}\n"
+            emit(out, args, data, lambda: text)
         elif args.action == "delete":
             await client.delete_topic(args.topic)
             data = {"topic": args.topic, "deleted": True}

@@ -182,3 +182,40 @@ async def test_topics_configs_are_created_altered_and_described(broker: RunningB
         refused = await cli(broker, *argv)
         assert refused.returncode == 2, argv
     assert broker.broker.topic("st").overrides == {}
+
+
+@pytest_twisted.ensureDeferred
+async def test_topics_delete_records(broker: RunningBroker) -> None:
+    """topics delete-records moves a partition's log start (text and JSON, 'end' for the
+    high watermark); describe shows it; a bad use is a usage error, a refusal one line."""
+    await ok(broker, "topics", "create", "trim", "--partitions", "1")
+    for i in range(5):
+        await ok(broker, "produce", "trim", "k", f"v{i}")
+    assert await ok(
+        broker, "topics", "delete-records", "trim", "--partition", "0", "--before", "2"
+    ) == ("topic trim partition 0 now starts at offset 2\n")
+    moved = json.loads(
+        await ok(
+            broker,
+            "topics",
+            "delete-records",
+            "trim",
+            "--partition",
+            "0",
+            "--before",
+            "end",
+            "--json",
+        )
+    )
+    assert moved == {"topic": "trim", "partition": 0, "log_start": 5}
+    described = json.loads(await ok(broker, "topics", "describe", "trim", "--json"))
+    assert described[0]["partitions"][0]["log_start"] == 5
+    past = await cli(
+        broker, "topics", "delete-records", "trim", "--partition", "0", "--before", "9"
+    )
+    assert past.returncode == 1 and past.stderr.count("\n") == 1 and "9" in past.stderr
+    for bad in (("--partition", "0"), ("--before", "1"), ("--partition", "0", "--before", "x")):
+        usage = await cli(broker, "topics", "delete-records", "trim", *bad)
+        assert usage.returncode == 2, usage.stderr
+    stray = await cli(broker, "topics", "delete", "trim", "--partition", "0")
+    assert stray.returncode == 2 and "takes no --partition" in stray.stderr
