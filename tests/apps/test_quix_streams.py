@@ -125,3 +125,41 @@ def test_quix_streams_exactly_once_is_refused_at_start(tmp_path: Path) -> None:
             app.wait_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", START_S)
             assert app.proc.wait(timeout=START_S) == 1
         assert end_offsets(bootstrap, OUTPUT, 1) == [0]
+
+
+def test_quix_streams_a_second_instance_takes_over_a_partition_with_its_state(
+    tmp_path: Path,
+) -> None:
+    """Scaling out: a second instance with its own empty state dir joins the group, rustka's
+    coordinator rebalances the two partitions between them, and the newcomer restores its
+    partition's store from the changelog before counting on; no count is lost or repeated
+    across the hand-over."""
+    python = app_python("quixstreams")
+    totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
+    with start_compacting_broker(tmp_path / "data") as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {
+            "BOOTSTRAP": bootstrap,
+            "GROUP": GROUP,
+            "INPUT": INPUT,
+            "OUTPUT": OUTPUT,
+            "COMMIT_EVERY": "1",
+        }
+        create_topics(bootstrap, {INPUT: PARTITIONS})
+        confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
+        first_env = {**env, "STATE_DIR": str(tmp_path / "first")}
+        second_env = {**env, "STATE_DIR": str(tmp_path / "second")}
+        with start_program(python, "quix_counter.py", [], first_env, tmp_path) as first:
+            assert read_counts(bootstrap, OUTPUT, sum(FIRST.values())) == exact_counts(FIRST)
+            with start_program(python, "quix_counter.py", [], second_env, tmp_path) as second:
+                second.wait_for("Recovery process complete", START_S)
+                daemon.wait_for(rf"group {GROUP}: generation \d+ with 2 member", START_S)
+                confluent_produce(bootstrap, INPUT, words(SECOND), partition=-1)
+                both = read_counts(bootstrap, OUTPUT, sum(totals.values()))
+                assert stop_program(second) == 0, "".join(second.output)
+            assert stop_program(first) == 0, "".join(first.output)
+        assert both == exact_counts(totals)
+        recovered = [line for line in second.output if "Recovery successful" in line]
+        assert len(recovered) == 1, recovered
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert committed(bootstrap, GROUP, INPUT, PARTITIONS) == fed
