@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 KEY_SIZE = 16
@@ -23,6 +29,8 @@ RECORD_SIZE = KEY_SIZE + VALUE_SIZE
 VALUE = bytes((i * 131 + 17) % 251 for i in range(VALUE_SIZE))
 
 _TICKS = os.sysconf("SC_CLK_TCK")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
 def key_for(i: int) -> bytes:
@@ -104,3 +112,97 @@ def driver_main(run: Callable[[dict[str, Any]], Result]) -> None:
         result = Result(ok=False, note=f"{type(exc).__name__}: {exc}")
     sys.stdout.write(json.dumps(asdict(result)) + "\n")
     sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- a twistd broker
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TwistdBroker:
+    """``twistd rustka`` on a data dir with a TOML config of ``settings``, its metrics on a
+    port of its own; stopped by SIGTERM (the benches that compare broker variants)."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, Any]) -> None:
+        self.metrics_port = free_port()
+        config = data_dir.parent / f"{data_dir.name}.toml"
+        lines = [
+            f'data_dir = "{data_dir}"',
+            'listen = ["tcp:0:interface=127.0.0.1"]',
+            f'metrics = "tcp:{self.metrics_port}:interface=127.0.0.1"',
+        ]
+        for key, value in settings.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        config.write_text("\n".join(lines) + "\n")
+        self.log = data_dir.parent / f"{data_dir.name}.log"
+        out = self.log.open("wb")
+        twistd = str(Path(sys.executable).parent / "twistd")
+        self.proc = subprocess.Popen(
+            [twistd, "--nodaemon", "--pidfile=", "rustka", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        out.close()
+        pattern = re.compile(r"rustka.*listening on .*port=(\d+)")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            text = self.log.read_text(errors="replace")
+            ports = [int(p) for p in pattern.findall(text) if int(p) != self.metrics_port]
+            if "storage ready" in text and ports:
+                self.port = ports[-1]
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rustka exited early: {text[-2000:]}")
+            time.sleep(0.1)
+        raise RuntimeError(f"rustka did not start; see {self.log}")
+
+    def spec(self, workload: str, topic: str, count: int, **extra: Any) -> dict[str, Any]:
+        """A driver spec for this broker."""
+        return {
+            "workload": workload,
+            "host": "127.0.0.1",
+            "port": self.port,
+            "server_pid": self.proc.pid,
+            "name": topic,
+            "count": count,
+            **extra,
+        }
+
+    def metric(self, name: str) -> float:
+        page = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10)
+        for line in page.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_driver(script: str, spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
+    """Run ``bench/SCRIPT SPEC_JSON`` and return its result row; RuntimeError if it failed."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / script), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{spec['workload']} driver failed: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    if not result.get("ok", False):
+        raise RuntimeError(f"{spec['workload']} failed: {result.get('note')}")
+    return result

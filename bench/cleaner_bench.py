@@ -26,17 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +40,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from _common import VALUE, key_for, process_cpu  # noqa: E402
+from _common import VALUE, TwistdBroker, key_for, process_cpu, run_driver  # noqa: E402
 
 from rustka.config import Config  # noqa: E402
 from rustka.record.batch import Record, encode_batch, ms_now  # noqa: E402
@@ -53,7 +48,6 @@ from rustka.storage.cleaner import Cleaning, OffsetMap, map_entry_bytes  # noqa:
 from rustka.storage.log_config import LogConfig  # noqa: E402
 from rustka.storage.partition_log import PartitionLog  # noqa: E402
 
-TWISTD = str(Path(sys.executable).parent / "twistd")
 SEGMENT_BYTES = 16 * 1024 * 1024
 BATCH = 1000
 MB = 1_000_000
@@ -129,93 +123,14 @@ def key_map_memory(keys: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- K1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def moved(broker: TwistdBroker) -> float:
+    """Bytes the cleaner read and wrote so far."""
+    read = broker.metric("rustka_cleaner_bytes_read_total")
+    return read + broker.metric("rustka_cleaner_bytes_written_total")
 
 
-class Broker:
-    """``twistd rustka`` on a data dir with a TOML config; stopped by pid."""
-
-    def __init__(self, data_dir: Path, settings: dict[str, Any]) -> None:
-        self.metrics_port = _free_port()
-        config = data_dir.parent / f"{data_dir.name}.toml"
-        lines = [
-            f'data_dir = "{data_dir}"',
-            'listen = ["tcp:0:interface=127.0.0.1"]',
-            f'metrics = "tcp:{self.metrics_port}:interface=127.0.0.1"',
-        ]
-        for key, value in settings.items():
-            lines.append(f"{key} = {json.dumps(value)}")
-        config.write_text("\n".join(lines) + "\n")
-        self.log = data_dir.parent / f"{data_dir.name}.log"
-        out = self.log.open("wb")
-        self.proc = subprocess.Popen(
-            [TWISTD, "--nodaemon", "--pidfile=", "rustka", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-        out.close()
-        pattern = re.compile(r"rustka.*listening on .*port=(\d+)")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            text = self.log.read_text(errors="replace")
-            ports = [int(p) for p in pattern.findall(text) if int(p) != self.metrics_port]
-            if "storage ready" in text and ports:
-                self.port = ports[-1]
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rustka exited early: {text[-2000:]}")
-            time.sleep(0.1)
-        raise RuntimeError(f"rustka did not start; see {self.log}")
-
-    def metric(self, name: str) -> float:
-        page = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10)
-        for line in page.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return 0.0
-
-    def moved(self) -> float:
-        """Bytes the cleaner read and wrote so far."""
-        read = self.metric("rustka_cleaner_bytes_read_total")
-        return read + self.metric("rustka_cleaner_bytes_written_total")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def k1(broker: Broker, count: int, topic: str) -> dict[str, Any]:
-    spec = {
-        "workload": "K1",
-        "host": "127.0.0.1",
-        "port": broker.port,
-        "server_pid": broker.proc.pid,
-        "name": topic,
-        "count": count,
-    }
-    done = subprocess.run(
-        [sys.executable, str(HERE / "kafka_driver.py"), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"K1 driver failed: {done.stderr[-2000:]}")
-    result = json.loads(lines[-1])
-    if not result.get("ok", False):
-        raise RuntimeError(f"K1 failed: {result.get('note')}")
-    return result
+def k1(broker: TwistdBroker, count: int, topic: str) -> dict[str, Any]:
+    return run_driver("kafka_driver.py", broker.spec("K1", topic, count))
 
 
 def variants(limits: list[str]) -> dict[str, dict[str, Any]]:
@@ -258,7 +173,7 @@ def k1_with_and_without(
         for name, settings in chosen.items():
             data_dir = base / f"data-{round_number}-{len(rates[name])}-{abs(hash(name))}"
             shutil.copytree(pristine, data_dir)
-            broker = Broker(data_dir, {**common, **settings})
+            broker = TwistdBroker(data_dir, {**common, **settings})
             try:
                 if settings["cleaner_enabled"]:
                     # Wait until the cleaner is on the churn topic, so K1 runs beside it.
@@ -269,12 +184,12 @@ def k1_with_and_without(
                         time.sleep(0.05)
                     # The cleaner alone for a while: its CPU per MB it moves, which
                     # the load of other processes on the machine does not change.
-                    moved0, cpu0 = broker.moved(), process_cpu(broker.proc.pid)
+                    moved0, cpu0 = moved(broker), process_cpu(broker.proc.pid)
                     time.sleep(3)
-                    moved1, cpu1 = broker.moved(), process_cpu(broker.proc.pid)
+                    moved1, cpu1 = moved(broker), process_cpu(broker.proc.pid)
                     if moved1 > moved0:
                         cpu_per_mb[name].append((cpu1 - cpu0) / ((moved1 - moved0) / MB))
-                before = broker.moved()
+                before = moved(broker)
                 rounds_before = broker.metric("rustka_cleaner_rounds_total")
                 started = time.monotonic()
                 try:
@@ -283,7 +198,7 @@ def k1_with_and_without(
                     tail = broker.log.read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"{name}: {e}\nbroker log:\n{tail}") from None
                 window = time.monotonic() - started
-                after = broker.moved()
+                after = moved(broker)
                 rounds_after = broker.metric("rustka_cleaner_rounds_total")
             finally:
                 broker.stop()

@@ -42,6 +42,9 @@ audit = Logger(namespace="rustka.audit")
 
 R = TypeVar("R")
 
+_GATES_KEPT = 10_000
+"""Distinct (principal, host) gates kept before they are dropped and made anew."""
+
 
 class SecurityDisabled(InvalidRequest):
     """ACLs were asked for while authorization is off (Kafka's SECURITY_DISABLED; the
@@ -64,6 +67,7 @@ class Access:
         """Denied requests by operation name, for rustka_authorization_denials_total."""
         self.changes = 0
         self._lock = defer.DeferredLock()
+        self._gates: dict[tuple[str, str], Gate] = {}
 
     @property
     def enabled(self) -> bool:
@@ -75,11 +79,23 @@ class Access:
         authorizer = self.authorizer
         if authorizer is None:
             return defer.succeed(None)
-        return self.io.run(load_acls, self.path).addCallback(authorizer.replace)
+        return self.io.run(load_acls, self.path).addCallback(self._loaded, authorizer)
+
+    def _loaded(self, acls: frozenset[AclBinding], authorizer: Authorizer) -> None:
+        authorizer.replace(acls)
+        for gate in self._gates.values():
+            gate.forget()
 
     def gate(self, principal: str, host: str) -> Gate:
-        """The questions one request may ask (front-ends ask only when `enabled`)."""
-        return Gate(self, self._require(), principal, host)
+        """The gate of a principal at a host (front-ends ask only when `enabled`): one per
+        pair, kept, so that a connection's requests share its answers."""
+        key = (principal, host)
+        gate = self._gates.get(key)
+        if gate is None:
+            if len(self._gates) >= _GATES_KEPT:
+                self._gates.clear()
+            gate = self._gates[key] = Gate(self, self._require(), principal, host)
+        return gate
 
     # -- ACL administration --------------------------------------------------------
 
@@ -157,6 +173,8 @@ class Access:
             if added or removed:
                 yield self.io.run(save_acls, self.path, new)
                 authorizer.replace(new)
+                for gate in self._gates.values():
+                    gate.forget()
                 self.changes += 1
                 for acl in sorted(added):
                     self._audit_change("acl-created", acl, principal)
@@ -198,20 +216,40 @@ class Access:
 class Gate:
     """One request's authorization questions, for its connection's principal and host."""
 
-    __slots__ = ("_access", "_authorizer", "host", "principal")
+    __slots__ = ("_access", "_answers", "_authorizer", "allowed", "host", "principal")
 
     def __init__(self, access: Access, authorizer: Authorizer, principal: str, host: str) -> None:
         self._access = access
         self._authorizer = authorizer
         self.principal = principal
         self.host = host
+        # This principal's answers until the ACLs change (`forget` empties them): one
+        # small dict lookup per question on the request path.
+        self._answers: dict[tuple[int, int, str], bool] = {}
+        self.allowed: set[Any] = set()
+        """Whole requests a front-end found allowed (its own keys, such as an op and a
+        topic), so the next one like them costs one set lookup; emptied with the answers."""
+
+    def forget(self) -> None:
+        """The ACLs changed: answer every question anew."""
+        self._answers = {}
+        self.allowed = set()
 
     def allows(
-        self, operation: Operation, resource_type: ResourceType, name: str, *, quiet: bool = False
+        self, operation: Operation, resource_type: ResourceType, name: str, quiet: bool = False
     ) -> bool:
         """Whether the operation is allowed; a denial is counted and logged unless
         ``quiet`` (a listing that leaves out what the principal may not see)."""
-        if self._authorizer.authorize(self.principal, self.host, operation, resource_type, name):
+        key = (operation, resource_type, name)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._authorizer.authorize(
+                self.principal, self.host, operation, resource_type, name
+            )
+            if len(self._answers) >= _GATES_KEPT:
+                self._answers = {}
+            self._answers[key] = answer
+        if answer:
             return True
         if not quiet:
             self._access.denied(

@@ -75,8 +75,8 @@ def dispatch(
     """Run ``handler`` (the table's entry for ``ctx.header.api_key``) on a decoded request,
     on the part of it the connection's principal is allowed (`rustka.kafka.authorization`)."""
     version = ctx.header.api_version
-    access = ctx.broker.access
-    if not access.enabled:
+    access = ctx.factory.broker.access
+    if access.authorizer is None:
         return handler(ctx, version, body)
     gate = access.gate(ctx.principal, _peer_host(ctx))
     admitted, finish = GUARDS[ctx.header.api_key](ctx, gate, version, body)

@@ -144,7 +144,6 @@ _BASE_RULES: dict[type, Rule] = {
     p.CreateTopicWithConfigs: _create,
     p.AlterTopicConfigs: _on_topic(Op.ALTER_CONFIGS),
     p.DescribeTopicConfigs: _on_topic(Op.DESCRIBE_CONFIGS),
-    p.DeleteRecords: _on_topic(Op.DELETE),
     p.CreateAcls: _on_cluster(Op.ALTER),
     p.DescribeAcls: _on_cluster(Op.DESCRIBE),
     p.DeleteAcls: _on_cluster(Op.ALTER),
@@ -154,9 +153,23 @@ RULES: Final[Mapping[type, Rule]] = MappingProxyType(_BASE_RULES)
 """Request type -> its rule."""
 
 
+_BY_TOPIC: Final = frozenset({p.Produce, p.ProduceBatch, p.Fetch, p.FetchBatch})
+"""Ops whose rule depends on the topic alone, their first field: an allowed one is
+remembered by (op, topic) on the gate, so a pipeline of them is checked once."""
+
+
 def decide(gate: Gate, request: Any) -> Decision:
     """The rule's decision for ``request`` (see the module docstring)."""
-    return RULES[type(request)](gate, request)
+    kind = type(request)
+    if kind in _BY_TOPIC:
+        key = (kind, request[0])
+        if key in gate.allowed:
+            return None
+        decision = RULES[kind](gate, request)
+        if decision is None:
+            gate.allowed.add(key)
+        return decision
+    return RULES[kind](gate, request)
 
 
 def check_rules() -> None:

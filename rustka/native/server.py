@@ -29,6 +29,7 @@ from twisted.protocols.policies import TimeoutMixin
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from rustka.broker.access import Access, Gate
 from rustka.broker.core import Broker
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
@@ -88,6 +89,9 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._burst: list[p.Produce] = []
         self._burst_slots: list[Slot] = []
         self.requests = 0
+        self._access: Access | None = None
+        self._gate_principal: Principal | None = None
+        self._gate_kept: Gate
 
     # -- connection lifecycle ---------------------------------------------------
 
@@ -95,6 +99,14 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def principal(self) -> Principal:
         """Who the connection acts as: User:ANONYMOUS until (or without) authentication."""
         return self.auth.principal
+
+    def _gate(self, access: Access) -> Gate:
+        """The connection's gate, kept while its principal stays the same."""
+        principal = self.principal
+        if self._gate_principal is not principal:
+            self._gate_principal = principal
+            self._gate_kept = access.gate(str(principal), self.peer_host)
+        return self._gate_kept
 
     @property
     def peer_host(self) -> str:
@@ -109,6 +121,9 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def connectionMade(self) -> None:
         self.auth = ConnectionAuth(self.security, self.factory.authenticator)
+        access = self.factory.broker.access
+        # None while authorization is off: the request path then pays one test.
+        self._access = access if access.enabled else None
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -271,12 +286,10 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def _start(self, is_write: bool, request: p.Request, slot: Slot) -> None:
         self._run_is_write = is_write
         self._run_pending += 1
-        access = self.factory.broker.access
         answer: Filter | None = None
-        if access.enabled:
-            decision = authorization.decide(
-                access.gate(str(self.principal), self.peer_host), request
-            )
+        access = self._access
+        if access is not None:
+            decision = authorization.decide(self._gate(access), request)
             if isinstance(decision, str):
                 # Refused in its place: the answers before it still go out first.
                 self._completed(p.error_response(request, NotAuthorized(decision)), slot)
