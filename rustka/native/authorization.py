@@ -140,6 +140,7 @@ _BASE_RULES: dict[type, Rule] = {
     p.ListGroups: _list_groups,
     p.DescribeGroup: _describe_group,
     p.DeleteTopic: _on_topic(Op.DELETE),
+    p.DeleteRecords: _on_topic(Op.DELETE),
     p.DescribeLogs: _topic_listing,
     p.CreateTopicWithConfigs: _create,
     p.AlterTopicConfigs: _on_topic(Op.ALTER_CONFIGS),
