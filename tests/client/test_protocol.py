@@ -676,6 +676,10 @@ async def test_delete_records_moves_the_log_start(
     with pytest.raises(OffsetOutOfRange) as info:
         await within(client.fetch_batch("dr", 0, 3))
     assert (info.value.log_start, info.value.end) == (4, 6)
+    # The seed Fetch (op 2) says where the log now starts (docs/protocol.md, section 3).
+    with pytest.raises(BrokerError, match="earliest available offset is 4"):
+        await within(client.fetch("dr", 0, 1))
+    assert (await within(client.fetch("dr", 0, 4))).value == b"v4"  # type: ignore[union-attr]
     assert [r.value for r in (await within(client.fetch_batch("dr", 0, 4))).records] == [
         b"v4",
         b"v5",
