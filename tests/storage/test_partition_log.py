@@ -803,13 +803,14 @@ while target < log.end_offset:
 
 def test_kill_9_while_moving_the_log_start_keeps_every_answered_move(tmp_path: Path) -> None:
     """A child moves the log start one offset at a time, printing each answered move; it
-    is killed at a point chosen by a random delay in its output. Reopened, the log starts
-    at the last answered move or the one in flight, never below, and the file is whole."""
+    is killed at a random point of its output. Reopened, the log starts at the last
+    answered move or the one in flight, never below, and the file is whole."""
     import random
     import signal
 
     directory = tmp_path / "t" / "0"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    answered = 0
     for round_ in range(3):
         child = subprocess.Popen(
             [sys.executable, "-c", _KILL_CHILD, str(directory)],
@@ -819,7 +820,6 @@ def test_kill_9_while_moving_the_log_start_keeps_every_answered_move(tmp_path: P
         )
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        answered = int(child.stdout.readline())
         for _ in range(random.randint(1, 200)):
             line = child.stdout.readline()
             if not line:
@@ -827,13 +827,17 @@ def test_kill_9_while_moving_the_log_start_keeps_every_answered_move(tmp_path: P
             answered = int(line)
         child.send_signal(signal.SIGKILL)
         child.wait(30)
+        # Every move it printed before it died was answered.
+        for line in child.stdout.read().split():
+            answered = int(line)
         child.stdout.close()
         log = PartitionLog.open(directory, config(), recover=True)
         try:
             assert log.log_start_offset in (answered, answered + 1), round_
             assert log_start_file(directory) == log.log_start_offset
             assert log.end_offset == 2000
-            assert log.read_record(log.log_start_offset) is not None
+            if log.log_start_offset < 2000:
+                assert log.read_record(log.log_start_offset) is not None
         finally:
             log.close()
 
