@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet import defer
@@ -23,9 +24,12 @@ from rustka.errors import BrokerUnavailable, RustkaError
 from rustka.framing import LinearInt32StringReceiver
 from rustka.kafka import messages
 from rustka.kafka.errors import ErrorCode
+from rustka.security.scram import MECHANISMS, ScramClient, ScramError
 
 _LENGTH = struct.Struct("!I")
 _API_VERSIONS = 18
+_SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
 _CLIENT_ID = "rustka-mirror"
 
 
@@ -53,8 +57,11 @@ class KafkaClientProtocol(LinearInt32StringReceiver):
         self._pending: dict[int, tuple[int, int, defer.Deferred[dict[str, Any]]]] = {}
         self.versions: dict[int, tuple[int, int]] = {}
         self.closed: defer.Deferred[None] = defer.Deferred()
+        self._lost = False
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        # Set first: a caller woken by the errbacks below may send again at once.
+        self._lost = True
         pending, self._pending = self._pending, {}
         for _key, _ver, d in pending.values():
             d.errback(BrokerUnavailable("the Kafka broker closed the connection"))
@@ -79,6 +86,8 @@ class KafkaClientProtocol(LinearInt32StringReceiver):
         self, api_key: int, body: Mapping[str, Any], version: int | None = None
     ) -> defer.Deferred[dict[str, Any]]:
         """Send one request; its Deferred fires with the decoded response body."""
+        if self._lost:
+            return defer.fail(BrokerUnavailable("the Kafka broker closed the connection"))
         if version is None:
             version = self.version_for(api_key)
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
@@ -110,6 +119,42 @@ class KafkaClientProtocol(LinearInt32StringReceiver):
             if lo <= hi:
                 self.versions[key] = (lo, hi)
 
+    async def authenticate(self, user: str, password: str, mechanism: str) -> int:
+        """SASL SCRAM-SHA-256/512 or PLAIN, as a Kafka client does it: SaslHandshake v1,
+        then SaslAuthenticate requests; the session lifetime in ms (0: none).
+
+        For SCRAM the broker's signature is checked, so a broker that does not hold
+        the credential cannot pass for one that does.
+        """
+        handshake = await self.request(_SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
+        if handshake["error_code"]:
+            enabled = ", ".join(handshake.get("mechanisms") or []) or "none"
+            raise KafkaError(
+                handshake["error_code"], f"SaslHandshake {mechanism} (enabled: {enabled})"
+            )
+
+        async def step(token: bytes) -> tuple[bytes, int]:
+            answer = await self.request(_SASL_AUTHENTICATE, {"auth_bytes": token})
+            if answer["error_code"]:
+                why = answer.get("error_message") or "SaslAuthenticate"
+                raise KafkaError(answer["error_code"], why)
+            return bytes(answer["auth_bytes"]), answer.get("session_lifetime_ms", 0)
+
+        if mechanism == "PLAIN":
+            _, lifetime = await step(b"\0" + user.encode() + b"\0" + password.encode())
+            return lifetime
+        if mechanism not in MECHANISMS:
+            raise RustkaError(f"unsupported SASL mechanism {mechanism!r}")
+        scram = ScramClient(MECHANISMS[mechanism], user, password)
+        try:
+            server_first, _ = await step(scram.first())
+            server_final, lifetime = await step(scram.final(server_first))
+            scram.verify(server_final)
+        except ScramError as e:
+            self.transport.loseConnection()
+            raise RustkaError(f"SCRAM with the Kafka broker failed: {e}") from None
+        return lifetime
+
     def version_for(self, api_key: int) -> int:
         usable = self.versions.get(api_key)
         if usable is None:
@@ -138,10 +183,25 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SaslLogin:
+    """What a client needs to log in to a SASL-protected Kafka listener."""
+
+    user: str
+    password: str = field(repr=False)
+    mechanism: str = "SCRAM-SHA-512"
+
+
 async def connect_kafka(
-    reactor: Any, bootstrap: str, *, timeout: float = 10, client_id: str = _CLIENT_ID
+    reactor: Any,
+    bootstrap: str,
+    *,
+    timeout: float = 10,
+    client_id: str = _CLIENT_ID,
+    sasl: SaslLogin | None = None,
 ) -> KafkaClientProtocol:
-    """Connect to the first reachable bootstrap address and negotiate versions."""
+    """Connect to the first reachable bootstrap address, negotiate versions and, with
+    ``sasl``, authenticate (SASL_PLAINTEXT)."""
     last: Exception | None = None
     for host, port in parse_bootstrap(bootstrap):
         endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout)
@@ -155,5 +215,15 @@ async def connect_kafka(
         negotiation = defer.ensureDeferred(proto.negotiate())
         negotiation.addTimeout(timeout, reactor)
         await negotiation
+        if sasl is not None:
+            login = defer.ensureDeferred(
+                proto.authenticate(sasl.user, sasl.password, sasl.mechanism)
+            )
+            login.addTimeout(timeout, reactor)
+            try:
+                await login
+            except BaseException:
+                proto.transport.loseConnection()
+                raise
         return proto
     raise BrokerUnavailable(f"could not connect to any of {bootstrap}: {last}")

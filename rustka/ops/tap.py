@@ -38,7 +38,7 @@ from rustka.kafka.server import KafkaFactory
 from rustka.native.server import BrokerFactory
 from rustka.ops.listeners import Listener, SecuredFactory, effective_backlog
 from rustka.ops.protocol_switch import ProtocolSwitchFactory
-from rustka.security.audit import audit
+from rustka.security.audit import audit, authenticated
 from rustka.security.session import ListenerSecurity, authenticator_from_config
 
 _log = Logger(namespace="rustka.ops.tap")
@@ -89,7 +89,7 @@ class BrokerTree(service.MultiService):
         self.broker_service = BrokerService(config, reactor)
         self.broker = self.broker_service.broker
         # One credential store, one set of counters, for both protocols' connections.
-        self.authenticator = authenticator_from_config(config, audit)
+        self.authenticator = authenticator_from_config(config, audit, authenticated)
         self.factory = BrokerFactory(self.broker, config, reactor, self.authenticator)
         self.kafka_factory: KafkaFactory | None = None
         if config.kafka_enabled:

@@ -11,9 +11,10 @@ from typing import Any
 
 from twisted.logger import Logger
 
-__all__ = ["audit"]
+__all__ = ["audit", "authenticated"]
 
 _log = Logger(namespace="rustka.audit")
+_auth_log = Logger(namespace="rustka.security")
 
 
 def audit(event: str, fields: dict[str, Any]) -> None:
@@ -23,4 +24,14 @@ def audit(event: str, fields: dict[str, Any]) -> None:
         audit_event=event,
         audit_details=described,
         **{f"audit_{key}": value for key, value in fields.items()},
+    )
+
+
+def authenticated(mechanism: str, principal: object, peer: str) -> None:
+    """A successful login, at info level: who is connected, from where, and how."""
+    _auth_log.info(
+        "{peer} authenticated as {principal} ({mechanism})",
+        peer=peer,
+        principal=str(principal),
+        mechanism=mechanism,
     )

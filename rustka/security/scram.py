@@ -11,7 +11,8 @@ or ``n,a=<user>,`` with the user's own name; ``y`` and ``p`` are refused); the
 password is its UTF-8 bytes (Kafka applies no SASLprep); the only extension
 Kafka knows, ``tokenauth``, is for delegation tokens, which rustka has not, so
 every extension is refused; the final nonce must be the client's nonce followed
-by the server's; a credential with fewer iterations than the mechanism's
+by the server's (or, for librdkafka before 2.2, the client's nonce once more in
+front of that); a credential with fewer iterations than the mechanism's
 minimum (4096) is refused. Proofs are compared in constant time.
 
 Where rustka goes beyond Kafka: an unknown user gets a server-first message
@@ -357,7 +358,15 @@ class ScramServer:
         final = parse_client_final(message)
         if final.channel_binding != first.gs2_header.encode():
             raise ScramError("the channel binding differs from the client-first GS2 header")
-        if not hmac.compare_digest(final.nonce, first.nonce + self._server_nonce):
+        combined = first.nonce + self._server_nonce
+        if not (
+            hmac.compare_digest(final.nonce, combined)
+            # librdkafka before 2.2 (Debian's kcat) sends its own nonce once more in front
+            # of the combined one; older Kafka brokers accepted that (they compared with
+            # endsWith). The fresh server nonce must still be there whole, so a replayed
+            # message fails all the same.
+            or hmac.compare_digest(final.nonce, first.nonce + combined)
+        ):
             raise ScramError("the nonce is not the one this exchange agreed")
         mech = self.mechanism
         auth = _auth_message(first.bare, self._server_first, final.without_proof)

@@ -68,11 +68,14 @@ class Authenticator:
     session_lifetime_ms: int = 0
     mapper: PrincipalMapper = field(default_factory=lambda: PrincipalMapper("DEFAULT"))
     audit: Audit = lambda event, fields: None
+    on_success: Callable[[str, Principal, str], None] = lambda mechanism, principal, peer: None
+    """``(mechanism, principal, peer)`` of each login, for the broker's log."""
     stats: AuthStats = field(default_factory=AuthStats)
     clock: Callable[[], float] = time.monotonic
 
     def succeeded(self, mechanism: str, principal: Principal, peer: str) -> None:
         self.stats.succeeded(mechanism)
+        self.on_success(mechanism, principal, peer)
 
     def failed(self, mechanism: str, user: str | None, peer: str, why: str) -> None:
         self.stats.failed(mechanism)
@@ -193,11 +196,20 @@ def subject_of(transport: Any) -> str | None:
         return None
     if cert is None:
         return None
-    components: Sequence[tuple[bytes, bytes]] = cert.get_subject().get_components()
-    return rfc2253([(k.decode(), v.decode("utf-8", "replace")) for k, v in components])
+    subject = cert.to_cryptography().subject
+    components: Sequence[tuple[str, str]] = [
+        (attribute.rfc4514_attribute_name, str(attribute.value))
+        for rdn in subject.rdns
+        for attribute in rdn
+    ]
+    return rfc2253(components)
 
 
-def authenticator_from_config(config: Any, audit: Audit | None = None) -> Authenticator:
+def authenticator_from_config(
+    config: Any,
+    audit: Audit | None = None,
+    on_success: Callable[[str, Principal, str], None] | None = None,
+) -> Authenticator:
     """The broker's one Authenticator, from its settings (rustka.config.Config)."""
     from pathlib import Path
 
@@ -216,4 +228,5 @@ def authenticator_from_config(config: Any, audit: Audit | None = None) -> Authen
         session_lifetime_ms=config.connections_max_reauth_ms,
         mapper=mapper,
         audit=audit or (lambda event, fields: None),
+        on_success=on_success or (lambda mechanism, principal, peer: None),
     )

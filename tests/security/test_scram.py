@@ -180,3 +180,32 @@ def test_the_client_refuses_a_nonce_that_does_not_extend_its_own() -> None:
         client.final(b"r=other,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
     with pytest.raises(ScramError, match="iterations"):
         client.final(SERVER_FIRST.replace(b"i=4096", b"i=99999999"))
+
+
+def _final_with_nonce(server_first: bytes, nonce: str) -> bytes:
+    """A client-final message for "pencil" that echoes ``nonce``, its proof over it."""
+    import hashlib
+    import hmac
+
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored = hashlib.sha256(client_key).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"n=user,r={CLIENT_NONCE},{server_first.decode()},{without_proof}".encode()
+    signature = hmac.new(stored, auth, "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_librdkafka_2_0s_doubled_client_nonce_is_accepted_but_nothing_else() -> None:
+    """Debian's kcat (librdkafka 2.0) echoes its nonce, then the combined one."""
+    combined = CLIENT_NONCE + SERVER_NONCE
+    server = rfc_server()
+    server_first = server.step(CLIENT_FIRST)
+    assert server.step(_final_with_nonce(server_first, CLIENT_NONCE + combined)).startswith(b"v=")
+    assert server.complete and server.user == "user"
+    for nonce in ("x" + combined, CLIENT_NONCE * 2 + combined, combined[1:]):
+        other = rfc_server()
+        first = other.step(CLIENT_FIRST)
+        with pytest.raises(ScramError, match="nonce"):
+            other.step(_final_with_nonce(first, nonce))
