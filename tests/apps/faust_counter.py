@@ -2,7 +2,9 @@
 
 Run by tests/apps/test_faust.py with the interpreter of the faust virtualenv
 (tools/app_venvs.py), as faust's users run a worker: ``python faust_counter.py
-worker`` until SIGTERM. Everything it needs comes from the environment:
+worker --without-web`` until SIGTERM (faust's worker command starts its web
+server, on 0.0.0.0:6066, unless told not to; ``web_enabled`` alone does not
+stop it). Everything it needs comes from the environment:
 
     BOOTSTRAP   the broker, HOST:PORT
     APP_ID      faust's application id: the consumer group, and the prefix of the
@@ -32,7 +34,6 @@ app = faust.App(
     datadir=os.environ["DATA_DIR"],
     topic_partitions=PARTITIONS,
     topic_replication_factor=1,
-    web_enabled=False,
     consumer_auto_offset_reset="earliest",
 )
 words = app.topic(

@@ -50,6 +50,8 @@ PARTITIONS = 2
 #: The changelog faust names after the application and the table.
 CHANGELOG = f"{APP_ID}-counts-changelog"
 READY = r"\[\^Worker\]: Ready"
+#: Logged at the end of each recovery: at start, and after every rebalance.
+RECOVERY_READY = r"\[\^---Recovery\]: Worker ready"
 RECOVERED = r"\[\^---Recovery\]: Done reading from changelog topics"
 
 FIRST = {"apple": 3, "banana": 1, "cherry": 4, "damson": 2, "elder": 5, "fig": 1}
@@ -70,7 +72,7 @@ def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
             "INPUT": INPUT,
             "OUTPUT": OUTPUT,
         }
-        worker = ["worker", "--loglevel", "info"]
+        worker = ["worker", "--without-web", "--loglevel", "info"]
         create_topics(bootstrap, {INPUT: PARTITIONS, OUTPUT: 1})
 
         with start_program(python, "faust_counter.py", worker, env, tmp_path) as app:
@@ -108,3 +110,35 @@ def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
 
     assert stored_topic_config(data_dir, CHANGELOG)["cleanup.policy"] == "compact"
     assert stored_offsets(data_dir, APP_ID, INPUT, PARTITIONS) == fed
+
+
+def test_faust_a_second_worker_takes_over_a_partition_with_its_table(tmp_path: Path) -> None:
+    """Scaling out: a second worker with its own empty data dir joins the group, faust's
+    assignor (run by the group's leader, carried by rustka's SyncGroup) gives it a
+    partition, it rebuilds that partition of the table from the changelog, and no count
+    is lost or repeated across the hand-over."""
+    python = app_python("faust")
+    totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
+    with start_compacting_broker(tmp_path / "data") as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {"BOOTSTRAP": bootstrap, "APP_ID": APP_ID, "INPUT": INPUT, "OUTPUT": OUTPUT}
+        worker = ["worker", "--without-web", "--loglevel", "info"]
+        create_topics(bootstrap, {INPUT: PARTITIONS, OUTPUT: 1})
+        first_env = {**env, "DATA_DIR": str(tmp_path / "first")}
+        second_env = {**env, "DATA_DIR": str(tmp_path / "second")}
+        with start_program(python, "faust_counter.py", worker, first_env, tmp_path) as first:
+            first.wait_for(READY, START_S)
+            confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
+            assert read_counts(bootstrap, OUTPUT, sum(FIRST.values())) == exact_counts(FIRST)
+            with start_program(python, "faust_counter.py", worker, second_env, tmp_path) as second:
+                second.wait_for(RECOVERED, START_S)
+                second.wait_for(READY, START_S)
+                first.wait_for(RECOVERY_READY, START_S)
+                daemon.wait_for(rf"group {APP_ID}: generation \d+ with 2 member", START_S)
+                confluent_produce(bootstrap, INPUT, words(SECOND), partition=-1)
+                both = read_counts(bootstrap, OUTPUT, sum(totals.values()))
+                assert stop_program(second) == 0, "".join(second.output)
+            assert stop_program(first) == 0, "".join(first.output)
+        assert both == exact_counts(totals)
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert committed(bootstrap, APP_ID, INPUT, PARTITIONS) == fed
