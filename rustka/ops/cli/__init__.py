@@ -15,13 +15,22 @@ from types import ModuleType
 
 from rustka import __version__
 from rustka.errors import RustkaError
-from rustka.ops.cli import acls, groups, inspect, mirror, records, serve, topics
+from rustka.ops.cli import acls, groups, inspect, mirror, records, serve, topics, users
 from rustka.ops.cli.common import EXIT_ERROR, CommandError
 
 __all__ = ["build_parser", "main"]
 
 # In --help order.
-FAMILIES: tuple[ModuleType, ...] = (serve, inspect, records, topics, groups, acls, mirror)
+FAMILIES: tuple[ModuleType, ...] = (
+    serve,
+    inspect,
+    records,
+    topics,
+    groups,
+    acls,
+    users,
+    mirror,
+)
 _FAMILY_OF = {command: family for family in FAMILIES for command in family.COMMANDS}
 
 _EPILOG = """\

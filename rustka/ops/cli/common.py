@@ -22,6 +22,10 @@ EXIT_USAGE = 2
 DEFAULT_BROKER = "127.0.0.1:9092"
 # Where every client command connects when --broker is not given, before the default.
 BROKER_ENV = "RUSTKA_BROKER"
+# Who the client commands log in as on a listener that requires it (docs/security.md);
+# the password never comes from an argument, which ps would show.
+USER_ENV = "RUSTKA_USER"
+PASSWORD_ENV = "RUSTKA_PASSWORD"
 
 ClientCommand = Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]
 
@@ -81,18 +85,69 @@ def add_client_parser(sub: Any, name: str, help: str, epilog: str) -> argparse.A
         "own wait comes on top); default %(default)s",
     )
     sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sp.add_argument(
+        "--user",
+        default=os.environ.get(USER_ENV) or None,
+        help=f"log in as this user (default ${USER_ENV}); the password comes from "
+        f"${PASSWORD_ENV}, --password-file or a prompt",
+    )
+    sp.add_argument(
+        "--password-file",
+        metavar="FILE",
+        help="read the password from the first line of FILE",
+    )
+    sp.add_argument(
+        "--mechanism",
+        choices=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"],
+        default="SCRAM-SHA-512",
+        help="SASL mechanism for --user (default %(default)s)",
+    )
     return sp
+
+
+def read_password(
+    password_file: str | None, env: str = PASSWORD_ENV, prompt: str = "Password: "
+) -> str:
+    """A password from a file, else the environment, else the terminal; never argv."""
+    if password_file:
+        try:
+            with open(password_file, encoding="utf-8") as f:
+                line = f.readline().rstrip("\r\n")
+        except OSError as e:
+            raise CommandError(f"cannot read {password_file}: {e.strerror}") from e
+        if not line:
+            raise CommandError(f"{password_file}: the first line (the password) is empty")
+        return line
+    from_env = os.environ.get(env)
+    if from_env:
+        return from_env
+    if not sys.stdin.isatty():
+        raise CommandError(f"no password: set ${env}, give --password-file or run on a terminal")
+    import getpass
+
+    return getpass.getpass(prompt)
 
 
 async def connect(args: argparse.Namespace) -> Any:
     from twisted.internet import reactor
 
     from rustka.client.protocol import connect
+    from rustka.errors import AuthenticationFailed
 
+    user = getattr(args, "user", None)
+    login: dict[str, Any] = {}
+    if user:
+        login = {
+            "user": user,
+            "password": read_password(getattr(args, "password_file", None)),
+            "mechanism": args.mechanism,
+        }
     try:
         return await connect(
-            reactor, args.broker, timeout=args.timeout, request_timeout=args.timeout
+            reactor, args.broker, timeout=args.timeout, request_timeout=args.timeout, **login
         )
+    except AuthenticationFailed as e:
+        raise CommandError(f"cannot log in to {args.broker} as {user}: {e}") from e
     except Exception as e:
         raise CommandError(f"cannot reach the broker at {args.broker}: {e}") from e
 
