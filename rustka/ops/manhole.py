@@ -462,15 +462,22 @@ def admin_namespace(
         )
 
     def connections() -> None:
-        """Connected clients with their request counts and unanswered requests."""
+        """Connected clients: who they authenticated as (User:ANONYMOUS on a listener
+        without security), their request counts and unanswered requests."""
         rows = sorted(
-            (_address(conn.transport.getPeer()), conn.requests, conn.pending)
+            (
+                _address(conn.transport.getPeer()),
+                str(conn.principal),
+                conn.requests,
+                conn.pending,
+            )
             for conn in list(factory.connections)
         )
-        _emit(format_table(("peer", "requests", "pending"), rows))
+        _emit(format_table(("peer", "principal", "requests", "pending"), rows))
 
     def kafka_connections() -> None:
-        """Kafka clients: client id, software name and version (ApiVersions v3+), requests."""
+        """Kafka clients: principal, client id, software name and version (ApiVersions
+        v3+), requests."""
         conns = list(kafka_factory.connections) if kafka_factory is not None else []
         rows = []
         for conn in conns:
@@ -478,6 +485,7 @@ def admin_namespace(
             rows.append(
                 (
                     _address(conn.transport.getPeer()),
+                    str(conn.principal),
                     conn.client_id or "-",
                     software or "-",
                     version or "-",
@@ -487,7 +495,7 @@ def admin_namespace(
             )
         _emit(
             format_table(
-                ("peer", "client_id", "software", "version", "requests", "pending"),
+                ("peer", "principal", "client_id", "software", "version", "requests", "pending"),
                 sorted(rows),
             )
         )

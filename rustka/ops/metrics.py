@@ -82,6 +82,7 @@ class BrokerCollector(Collector):
         yield from self._partitions()
         yield from self._cleaner()
         yield from self._authorization()
+        yield from self._authentication()
         yield self._lag()
         yield from self._group_members()
 
@@ -255,6 +256,30 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("rustka_acls", "ACLs in force.", value=len(authorizer.acls))
         yield CounterMetricFamily(
             "rustka_acl_changes", "Changes made to the ACLs since the start.", value=access.changes
+        )
+
+    def _authentication(self) -> Iterator[Metric]:
+        """Logins by mechanism and outcome, both protocols together (docs/security.md);
+        ``mtls`` is a client certificate, ``unsupported`` a mechanism not offered."""
+        authenticator = getattr(self.factory, "authenticator", None)
+        if authenticator is None:
+            return
+        logins = CounterMetricFamily(
+            "rustka_authentications",
+            "Authentication attempts on both protocols, by mechanism and result.",
+            labels=("mechanism", "result"),
+        )
+        stats = authenticator.stats
+        for result, counts in (("success", stats.successes), ("failure", stats.failures)):
+            for mechanism, count in sorted(counts.items()):
+                logins.add_metric((mechanism, result), count)
+        yield logins
+        store = authenticator.store
+        store.refresh()  # one stat; re-reads only a changed file
+        yield GaugeMetricFamily(
+            "rustka_credential_file_error",
+            "1 while the credential file cannot be read (the last good copy is in use).",
+            value=0 if store.last_error is None else 1,
         )
 
     def _cleaner(self) -> Iterator[Metric]:

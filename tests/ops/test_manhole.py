@@ -310,7 +310,7 @@ async def test_helpers_print_and_return_none(manhole: Manhole, capsys: Any) -> N
     assert rows[1:] == [["billing", "orders", "0", "2", "2", "0"]]
 
     assert ns["connections"]() is None
-    assert capsys.readouterr().out.splitlines() == ["peer  requests  pending", "(none)"]
+    assert capsys.readouterr().out.splitlines() == ["peer  principal  requests  pending", "(none)"]
 
     assert ns["pool"]() is None
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
@@ -351,7 +351,10 @@ async def test_connections_lists_clients(manhole: Manhole, capsys: Any) -> None:
         ns = admin_namespace(running.broker, running.factory, running.broker.io)
         ns["connections"]()
         rows = [line.split() for line in capsys.readouterr().out.splitlines()]
-        assert rows == [["peer", "requests", "pending"], [f"127.0.0.1:{local.port}", "1", "0"]]
+        assert rows == [
+            ["peer", "principal", "requests", "pending"],
+            [f"127.0.0.1:{local.port}", "User:ANONYMOUS", "1", "0"],
+        ]
     finally:
         client.transport.loseConnection()
         await client.closed
@@ -383,7 +386,7 @@ async def test_kafka_connections_lists_client_id_and_software(
     )
     ns["kafka_connections"]()
     assert capsys.readouterr().out.splitlines() == [
-        "peer  client_id  software  version  requests  pending",
+        "peer  principal  client_id  software  version  requests  pending",
         "(none)",
     ]
     k = await connect_kafka(reactor, f"127.0.0.1:{running.port}", client_id="billing-app")
@@ -395,7 +398,15 @@ async def test_kafka_connections_lists_client_id_and_software(
         ns["kafka_connections"]()
         rows = [line.split() for line in capsys.readouterr().out.splitlines()]
         assert rows[1:] == [
-            [f"127.0.0.1:{local.port}", "billing-app", "rustka-tests", "1.2.3", "2", "0"]
+            [
+                f"127.0.0.1:{local.port}",
+                "User:ANONYMOUS",
+                "billing-app",
+                "rustka-tests",
+                "1.2.3",
+                "2",
+                "0",
+            ]
         ]
     finally:
         await k.close()

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet import defer
@@ -396,3 +397,50 @@ async def test_authorization_denials_and_acls(broker_factory: Callable[..., Any]
 async def test_no_authorization_families_while_it_is_off(metrics: Metrics) -> None:
     samples = await _scrape(metrics.port)
     assert not [name for name, _ in samples if "acl" in name or "authorization" in name]
+
+
+@pytest_twisted.ensureDeferred
+async def test_authentications_by_mechanism_and_result(
+    broker_factory: Callable[..., Any], data_dir: Path
+) -> None:
+    """Logins of both protocols in one family; a credential file that cannot be read
+    shows as rustka_credential_file_error 1."""
+    from twisted.internet import defer, reactor
+
+    from rustka.client.protocol import connect
+    from rustka.errors import AuthenticationFailed
+    from rustka.security.credentials import CredentialStore
+    from rustka.security.scram import MECHANISMS, derive_credential
+
+    store = CredentialStore(data_dir / "credentials")
+    store.upsert("alice", "SCRAM-SHA-512", derive_credential(MECHANISMS["SCRAM-SHA-512"], "pw"))
+    running = await broker_factory(
+        listen_security="sasl", connection_failed_authentication_delay_ms=0
+    )
+    started = await _start(running)
+    try:
+        good = await defer.ensureDeferred(
+            connect(
+                reactor, running.address, user="alice", password="pw", mechanism="SCRAM-SHA-512"
+            )
+        )
+        await good.close()
+        for mechanism in ("SCRAM-SHA-512", "PLAIN"):
+            with pytest.raises(AuthenticationFailed):
+                await defer.ensureDeferred(
+                    connect(
+                        reactor, running.address, user="alice", password="x", mechanism=mechanism
+                    )
+                )
+        samples = await _scrape(started.port)
+        name = "rustka_authentications_total"
+        assert _value(samples, name, mechanism="SCRAM-SHA-512", result="success") == 1
+        assert _value(samples, name, mechanism="SCRAM-SHA-512", result="failure") == 1
+        assert _value(samples, name, mechanism="PLAIN", result="failure") == 1
+        assert _value(samples, "rustka_credential_file_error") == 0
+        (data_dir / "credentials").write_text("{")
+        samples = await _scrape(started.port)
+        assert _value(samples, "rustka_credential_file_error") == 1
+    finally:
+        await started.listener.stopService()
+        await running.stop()
