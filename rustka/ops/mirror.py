@@ -30,7 +30,7 @@ import crc32c
 from twisted.internet import defer
 
 from rustka.errors import RustkaError
-from rustka.kafka.client import KafkaClientProtocol, KafkaError, connect_kafka
+from rustka.kafka.client import KafkaClientProtocol, KafkaError, SaslLogin, connect_kafka
 from rustka.names import OFFSETS_TOPIC
 from rustka.ops.progress import Progress
 
@@ -186,8 +186,12 @@ class Mirror:
         *,
         follow: bool = False,
         out: TextIO | None = None,
+        source_login: SaslLogin | None = None,
+        target_login: SaslLogin | None = None,
     ) -> None:
         self.reactor = reactor
+        self.source_login = source_login
+        self.target_login = target_login
         self.source_address = source
         self.target_address = target
         self.topics = topics
@@ -203,8 +207,8 @@ class Mirror:
 
     async def run(self, progress: Progress | None = None) -> MirrorStats:
         self.state.load()
-        self.src = await connect_kafka(self.reactor, self.source_address)
-        self.dst = await connect_kafka(self.reactor, self.target_address)
+        self.src = await connect_kafka(self.reactor, self.source_address, sasl=self.source_login)
+        self.dst = await connect_kafka(self.reactor, self.target_address, sasl=self.target_login)
         try:
             await self._match_topics()
             await self._start_positions()
@@ -611,6 +615,18 @@ async def cmd_mirror(args: Any, out: TextIO) -> int:
 
     from twisted.internet import reactor
 
+    from rustka.ops.cli.common import read_password
+
+    source_login = target_login = None
+    if getattr(args, "user", None):
+        source_login = SaslLogin(args.user, read_password(args.password_file), args.mechanism)
+    if getattr(args, "to_user", None):
+        password = read_password(
+            args.to_password_file,
+            env="RUSTKA_TO_PASSWORD",
+            prompt=f"Password of {args.to_user} on {args.to}: ",
+        )
+        target_login = SaslLogin(args.to_user, password, args.to_mechanism)
     mirror = Mirror(
         reactor,
         args.broker,
@@ -618,6 +634,8 @@ async def cmd_mirror(args: Any, out: TextIO) -> int:
         list(args.topics),
         Path(args.state),
         follow=args.follow,
+        source_login=source_login,
+        target_login=target_login,
     )
     progress = Progress(sys.stderr, label="mirror", unit="records")
     running = defer.ensureDeferred(mirror.run(progress))

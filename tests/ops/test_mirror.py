@@ -291,3 +291,55 @@ async def test_follow_keeps_copying_until_interrupted(
             mirror.wait()
     assert mirror.returncode == 0, err
     assert json.loads(out)["records"] == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_mirror_into_a_sasl_protected_cluster(broker: RunningBroker, tmp_path: Path) -> None:
+    """The target requires SASL (here a second rustka with a sasl listener): the mirror
+    logs in with --to-user and a password from the environment, and a wrong one is one
+    line naming the failure."""
+    import os
+    import subprocess
+    import sys
+
+    from rustka.security.credentials import CredentialStore
+    from rustka.security.scram import MECHANISMS, derive_credential
+    from tests.conftest import start_broker
+    from tests.kafka.stored import stored_batches
+
+    target_dir = tmp_path / "target"
+    store = CredentialStore(target_dir / "credentials")
+    store.upsert("mirror", "SCRAM-SHA-512", derive_credential(MECHANISMS["SCRAM-SHA-512"], "m-pw"))
+    target = await start_broker(target_dir, listen_security="sasl")
+    try:
+        c = await broker.client()
+        try:
+            await c.create_topic("orders", 1)
+            for i in range(5):
+                await c.produce("orders", f"k{i}".encode(), f"v{i}".encode())
+        finally:
+            await c.close()
+
+        def mirror(password: str) -> subprocess.CompletedProcess[str]:
+            argv = [
+                sys.executable, "-m", "rustka.ops.cli", "mirror", "--broker", broker.address,
+                "--to", target.address, "--to-user", "mirror", "--state",
+                str(tmp_path / f"state-{password}.json"), "--json", "orders",
+            ]  # fmt: skip
+            env = {**os.environ, "RUSTKA_TO_PASSWORD": password}
+            return subprocess.run(
+                argv, capture_output=True, text=True, timeout=120, env=env,
+                stdin=subprocess.DEVNULL, check=False,
+            )  # fmt: skip
+
+        refused = await within(threads.deferToThread(mirror, "wrong"), 120)
+        assert refused.returncode == 1
+        assert "SASL_AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
+        done = await within(threads.deferToThread(mirror, "m-pw"), 120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["records"] == 5
+        copied = [r.value for _, recs in await stored_batches(target, "orders", 0) for r in recs]
+        assert copied == [f"v{i}".encode() for i in range(5)]
+        assert target.top.authenticator.stats.successes == {"SCRAM-SHA-512": 1}
+    finally:
+        await target.stop()

@@ -18,11 +18,25 @@ def add_parsers(sub: Any) -> None:
         "examples:\n  rustka mirror --to kafka-1:9092                 every topic, then stop\n"
         "  rustka mirror --to kafka-1:9092 orders payments  just these topics\n"
         "  rustka mirror --to kafka-1:9092 --follow         keep copying until Ctrl-C\n"
+        "  rustka mirror --to kafka-1:9092 --to-user mirror   log in to a SASL listener\n"
         "a second run resumes where the first stopped (see --state)\n",
     )
     m.add_argument("--to", required=True, metavar="BOOTSTRAP", help="target HOST:PORT[,...]")
     m.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to copy (default: all)")
     m.add_argument("--follow", action="store_true", help="keep mirroring until stopped")
+    m.add_argument(
+        "--to-user",
+        metavar="USER",
+        help="log in to the target as USER (SASL_PLAINTEXT); the password comes from "
+        "$RUSTKA_TO_PASSWORD, --to-password-file or a prompt",
+    )
+    m.add_argument("--to-password-file", metavar="FILE", help="the target password's file")
+    m.add_argument(
+        "--to-mechanism",
+        choices=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"],
+        default="SCRAM-SHA-512",
+        help="SASL mechanism for --to-user (default %(default)s)",
+    )
     m.add_argument(
         "--state",
         default="rustka-mirror.json",
