@@ -147,7 +147,8 @@ def describe_user_scram_credentials(ctx: RequestContext, version: int, body: Bod
     users = store.users()
     asked = body.get("users")
     results: list[dict[str, Any]] = []
-    if asked is None:
+    if not asked:
+        # Null or empty: every user, as Kafka's ScramControlManager answers.
         names = sorted(users)
         duplicates: set[str] = set()
     else:
