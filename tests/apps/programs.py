@@ -44,6 +44,8 @@ COMPACTING = {
 }
 #: Bound of the wait for the cleaner to compact a changelog.
 COMPACTED_S = 30.0
+#: Bound of the wait for a program's periodic commit.
+COMMITTED_S = 30.0
 
 
 def start_compacting_broker(data_dir: Path) -> Twistd:
@@ -113,6 +115,23 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[i
         return [tp.offset for tp in consumer.committed(tps, timeout=30)]
     finally:
         consumer.close()
+
+
+def wait_committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    """Poll the group's commits until they reach the topic's end offsets (or COMMITTED_S).
+
+    A program commits on its own schedule (faust every 2.8 s); a test that hands
+    partitions over waits for it, as an operator scales out a program that has
+    caught up.
+    """
+    deadline = time.monotonic() + COMMITTED_S
+    while True:
+        fed = end_offsets(bootstrap, topic, partitions)
+        done = committed(bootstrap, group, topic, partitions)
+        if done == fed:
+            return done
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{group} committed {done} of {fed} within {COMMITTED_S} s")
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:

@@ -32,6 +32,7 @@ from tests.apps.programs import (
     stored_offsets,
     stored_topic_config,
     topic_configs,
+    wait_committed,
     wait_compacted,
     words,
 )
@@ -151,6 +152,7 @@ def test_quix_streams_a_second_instance_takes_over_a_partition_with_its_state(
         second_env = {**env, "STATE_DIR": str(tmp_path / "second")}
         with start_program(python, "quix_counter.py", [], first_env, tmp_path) as first:
             assert read_counts(bootstrap, OUTPUT, sum(FIRST.values())) == exact_counts(FIRST)
+            wait_committed(bootstrap, GROUP, INPUT, PARTITIONS)
             with start_program(python, "quix_counter.py", [], second_env, tmp_path) as second:
                 second.wait_for("Recovery process complete", START_S)
                 daemon.wait_for(rf"group {GROUP}: generation \d+ with 2 member", START_S)
