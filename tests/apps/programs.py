@@ -105,6 +105,14 @@ def topic_configs(bootstrap: str, topic: str) -> dict[str, tuple[str, str]]:
     return {name: (e.value, ConfigSource(e.source).name) for name, e in entries.items()}
 
 
+def partitions_of(bootstrap: str, topic: str) -> int:
+    """How many partitions Metadata says the topic has."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+
+
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
     """The group's committed offsets of the topic's partitions (OffsetFetch)."""
     from confluent_kafka import Consumer, TopicPartition

@@ -31,6 +31,7 @@ from tests.apps.programs import (
     create_topics,
     end_offsets,
     exact_counts,
+    partitions_of,
     read_counts,
     start_compacting_broker,
     start_program,
@@ -87,6 +88,7 @@ def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
         # with the table's partitions; the group committed everything the agent read.
         configs = topic_configs(bootstrap, CHANGELOG)
         assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+        assert partitions_of(bootstrap, CHANGELOG) == PARTITIONS
         # The cleaner compacts it: of every version of every count (faust writes one per
         # update), the latest of each key is left, at its own offset; the recovery below
         # reads across the gaps.
@@ -109,7 +111,7 @@ def test_faust_table_is_recovered_from_its_changelog(tmp_path: Path) -> None:
         assert committed(bootstrap, APP_ID, INPUT, PARTITIONS) == fed
         assert daemon.stop() in (0, -signal.SIGTERM), "".join(daemon.output)
 
-    assert stored_topic_config(data_dir, CHANGELOG)["cleanup.policy"] == "compact"
+    assert stored_topic_config(data_dir, CHANGELOG) == {"cleanup.policy": "compact"}
     assert stored_offsets(data_dir, APP_ID, INPUT, PARTITIONS) == fed
 
 

@@ -25,6 +25,7 @@ from tests.apps.programs import (
     create_topics,
     end_offsets,
     exact_counts,
+    partitions_of,
     read_counts,
     start_compacting_broker,
     start_program,
@@ -78,6 +79,8 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
         # with a partition per input partition; the group committed everything it read.
         configs = topic_configs(bootstrap, CHANGELOG)
         assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+        assert configs["retention.bytes"] == ("-1", "DYNAMIC_TOPIC_CONFIG")
+        assert partitions_of(bootstrap, CHANGELOG) == PARTITIONS
         # The cleaner compacts it: of every version of every count (one checkpoint per
         # record), the latest of each key is left, at its own offset; the restore below
         # reads across the gaps.
@@ -101,7 +104,11 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
         assert committed(bootstrap, GROUP, INPUT, PARTITIONS) == fed
         assert daemon.stop() in (0, -signal.SIGTERM), "".join(daemon.output)
 
-    assert stored_topic_config(data_dir, CHANGELOG)["cleanup.policy"] == "compact"
+    assert stored_topic_config(data_dir, CHANGELOG) == {
+        "cleanup.policy": "compact",
+        "retention.bytes": "-1",
+        "retention.ms": "604800000",
+    }
     assert stored_offsets(data_dir, GROUP, INPUT, PARTITIONS) == fed
 
 
