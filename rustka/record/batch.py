@@ -675,8 +675,8 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 # --------------------------------------------------------------------------- validation
 
 # Attribute bits a client may not set (docs/kafka.md, "Produce validation, rule by
-# rule"): transactions are not offered, control batches and the delete horizon are
-# written only by a broker, and the log-append-time type is the broker's to stamp.
+# rule"): control batches and the delete horizon are written only by a broker,
+# and the log-append-time type is the broker's to stamp.
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
@@ -985,8 +985,8 @@ def _check_window(
 def _check_header(header: BatchHeader, where: str) -> None:
     """The header checks Kafka applies to a client batch before looking at records."""
     attributes = header.attributes
-    if attributes & _TRANSACTIONAL_BIT:
-        raise InvalidBatch(f"{where}: transactional batches are not supported (no transactions)")
+    if attributes & _TRANSACTIONAL_BIT and header.producer_id < 0:
+        raise InvalidBatch(f"{where}: a transactional batch needs a producer id")
     if attributes & _CONTROL_BIT:
         raise InvalidBatch(f"{where}: clients may not write control batches")
     if attributes & _DELETE_HORIZON_BIT:

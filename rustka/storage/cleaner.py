@@ -89,6 +89,7 @@ def _entry_bytes(stored_length: int) -> int:
 
 _COSTS = [_entry_bytes(n) for n in range(_DIGEST_BYTES + 1)]
 _CONTROL_BIT = 0x20
+_TRANSACTIONAL_BIT = 0x10
 
 
 def _key_of(key: bytes) -> bytes:
@@ -236,6 +237,9 @@ def cleanable_range(log: PartitionLog, now_ms: int) -> CleanableRange:
             if seg.max_timestamp > now_ms - lag:
                 uncleanable = min(uncleanable, seg.base_offset)
                 break
+    # Kafka's firstUncleanableDirtyOffset: never past the first open transaction, whose
+    # records may yet be aborted (docs/kafka.md, "Transactions").
+    uncleanable = min(uncleanable, log.last_stable_offset)
     uncleanable = max(first_dirty, uncleanable)
     # Kafka's calculateCleanableBytes: the round ends at the base of the segment
     # holding the first uncleanable offset.
@@ -436,7 +440,12 @@ class Cleaning:
                 for pos, header in entries:
                     if header.last_offset < start:
                         continue
-                    if header.attributes & _CONTROL_BIT:
+                    if header.attributes & _CONTROL_BIT or (
+                        header.attributes & _TRANSACTIONAL_BIT
+                        and self.log.is_aborted(header.producer_id, header.base_offset)
+                    ):
+                        # An aborted record supersedes nothing (Kafka's cleaner leaves
+                        # aborted batches out of its map); markers are kept whole.
                         offset_map.latest_offset = header.last_offset
                         continue
                     records = decode_records(buf, pos, verify=False, min_offset=start)

@@ -24,12 +24,21 @@ further, possibly into the middle of a segment (Kafka's log start offset). The
 DeleteRecords survives a crash. Reads below the log start are OffsetOutOfRange
 even where a segment still holds the records, and retention deletes the
 segments that lie wholly below it (docs/kafka.md, "DeleteRecords").
+
+Transactions (docs/kafka.md, "Transactions"): the producer state tracks each
+producer's open transaction; the view carries the last stable offset (the
+first offset of the earliest open transaction, else the end), published with
+every write, so `read_committed` never serves a batch at or past it. The
+coordinator ends a transaction with `append_marker`, a control batch checked
+and stored like any other batch; `aborted_transactions` answers which
+producers' records a read_committed consumer drops in a range.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -51,8 +60,16 @@ from rustka.record.batch import (
     Record,
     decode_records,
     ms_now,
+    parse_header,
     set_base_offset,
     validate_batches,
+)
+from rustka.record.control import (
+    COMMIT,
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
+    encode_control_batch,
+    marker_type,
 )
 from rustka.storage.file_io import close_all, fsync_dir, replace_file
 from rustka.storage.log_config import LogConfig
@@ -84,6 +101,7 @@ from rustka.storage.log_files import (
 )
 from rustka.storage.offset_index import INDEX_ENTRY_SIZE
 from rustka.storage.producer_state import (
+    AbortedTxn,
     BatchMetadata,
     PendingProducerState,
     ProducerStateManager,
@@ -92,6 +110,8 @@ from rustka.storage.segment import MAX_RELATIVE_OFFSET, MAX_SEGMENT_SIZE, Segmen
 from rustka.storage.time_index import TIME_INDEX_ENTRY_SIZE
 
 __all__ = ["AppendInfo", "PartitionLog", "SegmentsChanged"]
+
+_OFFSET_LENGTH = struct.Struct(">qi")
 
 
 class SegmentsChanged(StorageError):
@@ -108,6 +128,7 @@ class _View:
     end: int
     active_size: int
     size_bytes: int
+    last_stable: int
 
 
 class PartitionLog:
@@ -143,8 +164,8 @@ class PartitionLog:
         self._doomed: list[tuple[Segment, int]] = []
         self._failed: str | None = None
         self._closed = False
-        self._view = self._make_view(sum(s.size for s in segments))
         self._producers = ProducerStateManager()
+        self._view = self._make_view(sum(s.size for s in segments))
         self.producer_state_problems: list[str] = []
         # What opening found wrong with the log-start-offset file, for the startup log.
         self.log_start_note: str | None = None
@@ -253,18 +274,32 @@ class PartitionLog:
                 continue
             try:
                 for _, header in seg.headers_from(max(start, seg.base_offset)):
-                    if header.producer_id >= 0:
-                        state.update(
-                            header.producer_id,
-                            header.producer_epoch,
-                            header.base_sequence,
-                            header.last_offset_delta + 1,
-                            header.base_offset,
-                            header.last_offset,
-                        )
+                    if header.producer_id < 0:
+                        continue
+                    if header.attributes & CONTROL_BIT:
+                        kind = marker_type(seg.read(header.base_offset, 1))
+                        if kind is not None:
+                            state.end_transaction(
+                                header.producer_id,
+                                header.producer_epoch,
+                                header.base_offset,
+                                kind == COMMIT,
+                            )
+                        continue
+                    state.update(
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        header.last_offset_delta + 1,
+                        header.base_offset,
+                        header.last_offset,
+                        bool(header.attributes & TRANSACTIONAL_BIT),
+                    )
             except CorruptBatch as e:
                 # Reads of that batch fail and say so; the rest still counts.
                 self.producer_state_problems.append(str(e))
+        state.forget_aborted_below(view.log_start)
+        self._publish(view.size_bytes, segments_changed=False)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -278,7 +313,12 @@ class PartitionLog:
         bases = tuple(s.base_offset for s in segments) if view is None else view.bases
         active = segments[-1]
         log_start = max(segments[0].base_offset, self._log_start)
-        return _View(segments, bases, log_start, active.next_offset, active.size, size_bytes)
+        end = active.next_offset
+        unstable = self._producers.first_unstable_offset()
+        last_stable = end if unstable is None else min(unstable, end)
+        return _View(
+            segments, bases, log_start, end, active.size, size_bytes, max(last_stable, log_start)
+        )
 
     @property
     def log_start_offset(self) -> int:
@@ -291,6 +331,23 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         return self._view.size_bytes
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: below it every transaction has ended (the end with none open)."""
+        return self._view.last_stable
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each transaction open on this partition."""
+        return self._producers.ongoing()
+
+    def aborted_transactions(self, start: int, upto: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, upto) (read_committed Fetch)."""
+        return self._producers.aborted_between(start, upto)
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        """Whether the transactional batch of ``producer_id`` at ``offset`` was aborted."""
+        return self._producers.is_aborted(producer_id, offset)
 
     @property
     def segments(self) -> list[Segment]:
@@ -327,6 +384,26 @@ class PartitionLog:
         if info.error is not None:
             raise info.error
         return info
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        """End ``producer_id``'s transaction here with a commit or abort control batch.
+
+        Only the coordinator calls this (on the partition's lane). An epoch
+        older than the producer's on this partition is ProducerFenced, as in
+        Kafka; a producer with no open transaction here still gets its marker
+        (the coordinator writes one to every partition the transaction added,
+        and a restart rolling a decision forward may write one twice), which
+        changes nothing. Returns the marker's offset.
+        """
+        batch = encode_control_batch(
+            producer_id, producer_epoch, COMMIT if commit else 0, coordinator_epoch, self._clock()
+        )
+        info = self.append_many([batch], [[(0, parse_header(batch))]])[0]
+        if info.error is not None:
+            raise info.error
+        return info.first
 
     def append_many(
         self,
@@ -374,7 +451,7 @@ class PartitionLog:
             info = None
             # Only idempotent batches need the producer state; seed records never do.
             if any(h.producer_id >= 0 for _, h in payload_batches):
-                info = _stage_producers(stage, payload_batches, offset)
+                info = _stage_producers(stage, payload_batches, offset, payloads[i])
             if info is None:
                 info = AppendInfo(offset, offset + count - 1)
                 offset += count
@@ -584,6 +661,28 @@ class PartitionLog:
             if offset >= view.end:
                 return b""
 
+    def read_committed(self, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """`read`, but only batches below the last stable offset; also returns that LSO.
+
+        A read_committed consumer may see nothing at or past the LSO (Kafka's
+        FetchIsolation.TXN_COMMITTED): the batches read are cut at the first
+        one that starts there.
+        """
+        last_stable = self._view.last_stable
+        if offset >= last_stable:
+            if offset > self._view.end or offset < self._view.log_start:
+                raise OffsetOutOfRange(offset, self._view.log_start, self._view.end)
+            return b"", last_stable
+        data = self.read(offset, max_bytes)
+        pos = 0
+        size = len(data)
+        while pos + 12 <= size:
+            base, length = _OFFSET_LENGTH.unpack_from(data, pos)
+            if base >= last_stable:
+                break
+            pos += length + 12
+        return (data if pos >= size else data[:pos]), last_stable
+
     def read_record(self, offset: int) -> Record | None:
         """The record at ``offset`` (CRC verified), or None at or after the end.
 
@@ -735,6 +834,7 @@ class PartitionLog:
         count = min(count, len(self._segments) - 1)
         doomed = self._segments[:count]
         del self._segments[:count]
+        self._producers.forget_aborted_below(self._segments[0].base_offset)
         freed = sum(seg.size for seg in doomed)
         self._publish(self._view.size_bytes - freed, segments_changed=True)
         self._doom(doomed)
@@ -1109,7 +1209,10 @@ class AppendInfo(tuple[int, int]):
 
 
 def _stage_producers(
-    stage: PendingProducerState, batches: Sequence[tuple[int, BatchHeader]], offset: int
+    stage: PendingProducerState,
+    batches: Sequence[tuple[int, BatchHeader]],
+    offset: int,
+    payload: bytes | bytearray | memoryview,
 ) -> AppendInfo | None:
     """Check one payload's idempotent batches; None if it is to be written at ``offset``.
 
@@ -1122,9 +1225,19 @@ def _stage_producers(
     duplicates: list[BatchMetadata] = []
     fresh = 0
     try:
-        for _, header in batches:
+        for pos, header in batches:
             count = header.last_offset_delta + 1
             if header.producer_id < 0:
+                fresh += 1
+            elif header.attributes & CONTROL_BIT:
+                # Only the coordinator writes these (`append_marker`), one per payload.
+                inner.check_marker(header.producer_id, header.producer_epoch)
+                inner.end_transaction(
+                    header.producer_id,
+                    header.producer_epoch,
+                    offset,
+                    marker_type(payload, pos) == COMMIT,
+                )
                 fresh += 1
             else:
                 original = inner.check(
@@ -1141,6 +1254,7 @@ def _stage_producers(
                         count,
                         offset,
                         offset + count - 1,
+                        bool(header.attributes & TRANSACTIONAL_BIT),
                     )
             offset += count
         if duplicates and fresh:

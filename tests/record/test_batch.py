@@ -409,7 +409,7 @@ def test_validate_rejects_garbage_behind_a_compression_bit() -> None:
 @pytest.mark.parametrize(
     ("attributes", "message", "error"),
     [
-        (0x10, "transactional batches are not supported", InvalidBatch),
+        (0x10, "a transactional batch needs a producer id", InvalidBatch),
         (0x20, "may not write control batches", InvalidBatch),
         (0x40, "delete-horizon", InvalidBatch),
         (0x08, "LogAppendTime", InvalidTimestamp),
@@ -419,8 +419,9 @@ def test_validate_rejects_garbage_behind_a_compression_bit() -> None:
 def test_validate_rejects_broker_only_attributes(
     attributes: int, message: str, error: type[InvalidBatch]
 ) -> None:
-    """Transactions, control batches and broker-only flags are refused with a clear error;
-    LogAppendTime as InvalidTimestamp (Kafka's INVALID_TIMESTAMP)."""
+    """Transactional batches without a producer id, control batches and broker-only flags
+    are refused with a clear error; LogAppendTime as InvalidTimestamp (Kafka's
+    INVALID_TIMESTAMP)."""
     batch = patch(three_record_batch(), 21, ">h", attributes)
     for check in (validate_batches, accept_batches):
         with pytest.raises(error, match=message) as info:
