@@ -60,7 +60,8 @@ def app_python(name: str) -> Path:
     try:
         return app_venvs.python_of(name)
     except app_venvs.AppVenvError as exc:
-        pytest.fail(str(exc))
+        why = str(exc)
+    pytest.fail(why)
 
 
 def start_program(
