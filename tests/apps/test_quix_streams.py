@@ -115,7 +115,11 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
 def test_quix_streams_exactly_once_is_refused_at_start(tmp_path: Path) -> None:
     """rustka has no transactions: Quix's exactly-once stops at its first InitProducerId
     with the broker's answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), rather than hanging
-    or running without the guarantee (docs/kafka.md, "Produce")."""
+    or running without the guarantee (docs/kafka.md, "Produce").
+
+    When InitProducerId serves transactional ids (issue 20), this test is to become
+    that issue's Quix exactly-once test: quix_counter.py takes PROCESSING_GUARANTEE.
+    """
     python = app_python("quixstreams")
     with start_broker(tmp_path / "data") as daemon:
         bootstrap = f"127.0.0.1:{daemon.port}"
