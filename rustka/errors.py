@@ -187,6 +187,28 @@ class AuthenticationFailed(RustkaError):
     code = 22
 
 
+class InvalidTxnState(RustkaError):
+    """A transactional request the transaction's state does not allow (Kafka's
+    INVALID_TXN_STATE), e.g. a transactional batch for a partition the transaction
+    did not add (docs/kafka.md, "Transactions"). The subclasses are Kafka's other
+    transaction errors; they share the code, since only the Kafka front-end, which
+    maps each to its own Kafka error, meets them. Not in ERRORS_BY_CODE."""
+
+    code = 23
+
+
+class InvalidProducerIdMapping(InvalidTxnState):
+    """The transactional id is unknown, or belongs to another producer id."""
+
+
+class ConcurrentTransactions(InvalidTxnState):
+    """The transaction is still being completed; the client retries."""
+
+
+class InvalidTransactionTimeout(InvalidTxnState):
+    """transaction.timeout.ms above the broker's maximum, or not positive."""
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
