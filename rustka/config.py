@@ -247,6 +247,24 @@ class Config:
     group_max_session_timeout_ms: int = setting(
         Kind.DURATION, 1_800_000, "Longest session timeout a member may ask for.", _GROUPS
     )
+    transaction_max_timeout_ms: int = setting(
+        Kind.DURATION,
+        900_000,
+        "Longest transaction.timeout.ms a transactional producer may ask for (Kafka's "
+        "transaction.max.timeout.ms); a longer one gets INVALID_TRANSACTION_TIMEOUT.",
+        _GROUPS,
+        minimum=1,
+    )
+    transaction_abort_interval_ms: int = setting(
+        Kind.DURATION,
+        10_000,
+        "How often open transactions are checked against their timeout; an expired one is "
+        "aborted and its producer fenced (Kafka's "
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms).",
+        _GROUPS,
+        minimum=10,
+        maximum=3_600_000,
+    )
     offsets_retention_ms: int | None = setting(
         Kind.DURATION,
         7 * _DAY_MS,
