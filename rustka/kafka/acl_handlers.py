@@ -10,8 +10,6 @@ SECURITY_DISABLED, as Kafka does without an authorizer. Who may call them
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import IntEnum
-from typing import TypeVar
 
 from twisted.internet import defer
 
@@ -26,32 +24,23 @@ from rustka.security.acl import (
     PatternType,
     Permission,
     ResourceType,
+    code_of,
 )
 
 __all__ = ["create_acls", "delete_acls", "describe_acls"]
 
 _DISABLED = "no authorizer is enabled on this broker (authorizer_enabled = false)"
 
-C = TypeVar("C", bound=IntEnum)
-
-
-def _code(kind: type[C], value: int) -> C:
-    """A code the enum does not know reads as UNKNOWN (0), which is then refused."""
-    try:
-        return kind(value)
-    except ValueError:
-        return kind(0)
-
 
 def _filter(f: Body, version: int) -> AclBindingFilter:
     return AclBindingFilter(
-        resource_type=_code(ResourceType, f["resource_type_filter"]),
+        resource_type=code_of(ResourceType, f["resource_type_filter"]),
         resource_name=f.get("resource_name_filter"),
-        pattern_type=_code(PatternType, f.get("pattern_type_filter", 3) if version else 3),
+        pattern_type=code_of(PatternType, f.get("pattern_type_filter", 3) if version else 3),
         principal=f.get("principal_filter"),
         host=f.get("host_filter"),
-        operation=_code(Operation, f["operation"]),
-        permission=_code(Permission, f["permission_type"]),
+        operation=code_of(Operation, f["operation"]),
+        permission=code_of(Permission, f["permission_type"]),
     )
 
 
@@ -90,13 +79,13 @@ def create_acls(ctx: RequestContext, version: int, body: Body) -> Body | defer.D
     creations = body.get("creations") or []
     bindings = [
         AclBinding(
-            _code(ResourceType, c["resource_type"]),
+            code_of(ResourceType, c["resource_type"]),
             c["resource_name"],
-            _code(PatternType, c.get("resource_pattern_type", 3) if version else 3),
+            code_of(PatternType, c.get("resource_pattern_type", 3) if version else 3),
             c["principal"],
             c["host"],
-            _code(Operation, c["operation"]),
-            _code(Permission, c["permission_type"]),
+            code_of(Operation, c["operation"]),
+            code_of(Permission, c["permission_type"]),
         )
         for c in creations
     ]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from enum import IntEnum
 from typing import Annotated, Any, ClassVar, TypeAlias, TypeVar, Union, get_type_hints
 
 from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
@@ -47,6 +46,7 @@ from rustka.security.acl import (
     PatternType,
     Permission,
     ResourceType,
+    code_of,
 )
 
 PROTOCOL_VERSION = 2
@@ -1058,26 +1058,16 @@ class LogStart:
 # Between the wire's AclEntry and rustka.security.acl's bindings, for the server and
 # the client library alike.
 
-_E = TypeVar("_E", bound=IntEnum)
-
-
-def _acl_code(kind: type[_E], value: int) -> _E:
-    """A code the enum does not know reads as UNKNOWN (0), which is then refused."""
-    try:
-        return kind(value)
-    except ValueError:
-        return kind(0)
-
 
 def acl_binding(e: AclEntry) -> AclBinding:
     return AclBinding(
-        _acl_code(ResourceType, e.resource_type),
+        code_of(ResourceType, e.resource_type),
         e.resource_name,
-        _acl_code(PatternType, e.pattern_type),
+        code_of(PatternType, e.pattern_type),
         e.principal,
         e.host,
-        _acl_code(Operation, e.operation),
-        _acl_code(Permission, e.permission),
+        code_of(Operation, e.operation),
+        code_of(Permission, e.permission),
     )
 
 
@@ -1097,13 +1087,13 @@ def acl_selector(req: DescribeAcls | DeleteAcls) -> AclBindingFilter:
     """The filter of a DescribeAcls or DeleteAcls: "" matches any name, principal or
     host; InvalidRequest if a code matches nothing."""
     selector = AclBindingFilter(
-        _acl_code(ResourceType, req.resource_type),
+        code_of(ResourceType, req.resource_type),
         req.resource_name or None,
-        _acl_code(PatternType, req.pattern_type),
+        code_of(PatternType, req.pattern_type),
         req.principal or None,
         req.host or None,
-        _acl_code(Operation, req.operation),
-        _acl_code(Permission, req.permission),
+        code_of(Operation, req.operation),
+        code_of(Permission, req.permission),
     )
     try:
         selector.validate()

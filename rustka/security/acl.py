@@ -27,6 +27,7 @@ __all__ = [
     "PatternType",
     "Permission",
     "ResourceType",
+    "code_of",
     "parse_enum",
     "validate_binding",
 ]
@@ -226,3 +227,12 @@ def parse_enum(kind: type[E], text: str) -> E:
     except KeyError:
         names = ", ".join(m.name.lower() for m in kind if m.value > 1)
         raise AclError(f"unknown {kind.__name__} {text!r}; one of: {names}") from None
+
+
+def code_of(kind: type[E], value: int) -> E:
+    """The member of a wire code; a code the enum does not know is UNKNOWN (0), which
+    every check then refuses, so a client's unknown code is an error, never a crash."""
+    try:
+        return kind(value)
+    except ValueError:
+        return kind(0)

@@ -93,3 +93,12 @@ def test_enum_names_parse_as_the_cli_writes_them() -> None:
     assert parse_enum(ResourceType, "Topic") is ResourceType.TOPIC
     with pytest.raises(AclError, match=r"one of: .*read"):
         parse_enum(Operation, "reed")
+
+
+def test_an_unknown_wire_code_reads_as_unknown_and_is_refused() -> None:
+    from rustka.security.acl import code_of
+
+    assert code_of(Operation, 4) is Operation.WRITE
+    assert code_of(Operation, 99) is Operation.UNKNOWN
+    with pytest.raises(AclError, match="operation UNKNOWN"):
+        validate_binding(binding(operation=code_of(Operation, 99)))
