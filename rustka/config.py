@@ -140,6 +140,15 @@ ACLs in the data directory's acls file, managed with CreateAcls/DeleteAcls or
 User:ANONYMOUS.""",
 )
 _OBSERVE = Group("Metrics and logs")
+_CONSOLE = Group(
+    "Web console",
+    """\
+The web console and its JSON API (docs/console.md), off unless console_listen
+is set. Anyone who reaches it can read every record: keep it on loopback
+(interface=127.0.0.1) or behind an authenticating proxy. Admin actions (create,
+grow or delete a topic, reset a group's offsets) also need the token in
+console_token_file and, with authorizer_enabled, ACLs for console_principal.""",
+)
 _SECURITY = Group(
     "Authentication",
     """\
@@ -594,6 +603,30 @@ class Config:
         '"text" or "json" log lines (rustka serve; under twistd use --logger).',
         _OBSERVE,
         choices=("text", "json"),
+    )
+    console_listen: str | None = setting(
+        Kind.STRING,
+        None,
+        "The web console's HTTP listener (off unless set; keep it on loopback).",
+        _CONSOLE,
+        optional=True,
+        example="tcp:9080:interface=127.0.0.1",
+    )
+    console_token_file: str | None = setting(
+        Kind.STRING,
+        None,
+        "A file holding the token the console's admin actions require (its first line); "
+        "without it the console is read-only.",
+        _CONSOLE,
+        optional=True,
+        example="/etc/rustka/console_token",
+    )
+    console_principal: str = setting(
+        Kind.STRING,
+        "User:console",
+        "The principal the console's admin actions are authorized as (with "
+        "authorizer_enabled).",
+        _CONSOLE,
     )
     listen_security: str = setting(
         Kind.LIST,
