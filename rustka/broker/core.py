@@ -73,6 +73,16 @@ Identity:
 - ``new_producer_id() -> int``: a producer id no earlier call, in this run or
   any before it, handed out (Kafka's InitProducerId).
 
+Transactions. ``transactions`` is the broker's one `TransactionCoordinator`
+(rustka/broker/transactions.py), loaded from ``__transactions/`` with the
+storage. ``append`` verifies every transactional batch with it (a batch of
+a producer not in an ongoing transaction with that partition added is
+refused with Kafka's error); ``write_marker`` ends a transaction on one
+partition (on its lane, fsynced before it fires); ``read``, ``list_offset``
+and ``wait_for_data`` take ``committed=True`` for read_committed: they stop
+at the last stable offset and ``read`` lists the aborted transactions of
+what it returns.
+
 Groups. ``groups`` is the broker's one `GroupCoordinator`, built here with the
 config's group settings (session-timeout bounds, initial rebalance delay), so
 every front-end and admin view sees the same groups under the same rules; the
@@ -92,6 +102,7 @@ Lifecycle (for `rustka.broker.service.BrokerService`): ``open_storage``,
 from __future__ import annotations
 
 import functools
+import struct
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -117,6 +128,7 @@ from rustka.broker.produce import (
     lane_writer,
 )
 from rustka.broker.stats import BrokerStats, LogLimiter
+from rustka.broker.transactions import TransactionCoordinator
 from rustka.broker.waiters import Waiters
 from rustka.config import (
     TOPIC_CONFIGS,
@@ -130,6 +142,7 @@ from rustka.errors import (
     BrokerUnavailable,
     CorruptBatch,
     InvalidConfig,
+    InvalidName,
     InvalidPartitionCount,
     InvalidRequest,
     OffsetOutOfRange,
@@ -149,6 +162,7 @@ from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import Commit, OffsetsStore
 from rustka.storage.partition_log import PartitionLog
 from rustka.storage.topic import Topic, check_partition_count
+from rustka.storage.txn_log import TransactionLog
 
 __all__ = [
     "APPEND",
@@ -169,6 +183,16 @@ __all__ = [
 
 PartitionKey = tuple[str, int]
 T = TypeVar("T")
+
+# The parts of a RecordBatch v2 header the transactional check reads.
+_MAGIC_AT = 16
+_ATTRIBUTES_LOW_AT = 22
+_TRANSACTIONAL_BIT = 0x10
+_PRODUCER_AT = 43
+_PRODUCER = struct.Struct(">qh")
+_PRODUCER_END = 53
+_OFFSET_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
 
 STARTING = "starting"
 SERVING = "serving"
@@ -194,6 +218,10 @@ class ReadResult:
     chunks: tuple[bytes, ...]
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1
+    # read_committed only: (producer id, first offset) of each aborted transaction
+    # with records in what was read; None for read_uncommitted.
+    aborted: tuple[tuple[int, int], ...] | None = None
 
     @property
     def size(self) -> int:
@@ -293,6 +321,13 @@ class Broker:
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
         )
+        self.transactions = TransactionCoordinator(
+            reactor,
+            self,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            abort_interval_ms=config.transaction_abort_interval_ms,
+        )
+        self.txn_log: TransactionLog | None = None
         self._open_failure: Failure | None = None
         self._ready: list[defer.Deferred[None]] = []
         self._deleting: set[str] = set()
@@ -354,9 +389,10 @@ class Broker:
         return self.when_ready()
 
     def _storage_opened(
-        self, opened: tuple[LogManager, OffsetsStore, list[tuple[str, str, int]]]
+        self,
+        opened: tuple[LogManager, OffsetsStore, list[tuple[str, str, int]], TransactionLog],
     ) -> None:
-        self.logs, self.offsets, self._orphans_dropped = opened
+        self.logs, self.offsets, self._orphans_dropped, self.txn_log = opened
         self.offsets_lane = Lane(self.io, self._write_commits)
         if self.logs.recovered:
             self.log.warn("unclean shutdown detected: the log tails were checked and repaired")
@@ -377,8 +413,13 @@ class Broker:
             topics=len(self.logs.topics),
             groups=len(self.offsets.groups()),
         )
+        for skipped in self.txn_log.skipped_batches:
+            self.log.error("damaged transaction-log batch skipped in {where}", where=str(skipped))
         if self.state == STARTING:
             self.state = SERVING
+        # Decisions the log left prepared are rolled forward on their own; requests for
+        # those ids wait for them (the coordinator's lock per id).
+        self.transactions.load(self.txn_log)
         ready, self._ready = self._ready, []
         for d in ready:
             d.callback(None)
@@ -408,6 +449,7 @@ class Broker:
         self.state = STOPPING
         self.waiters.release_all()
         self.cleaner.stop()
+        self.transactions.stop()
         lanes = self.lanes.all()
         if self.offsets_lane is not None:
             lanes.append(self.offsets_lane)
@@ -422,8 +464,42 @@ class Broker:
         """Flush, close and mark the shutdown clean (called on the pool after `drain`)."""
         if self.offsets is not None:
             self.offsets.close()
+        if self.txn_log is not None:
+            self.txn_log.close()
         if self.logs is not None:
             self.logs.close()
+
+    def run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
+        """Pool work for the core's helpers (the transaction log), counted like `_run`."""
+        return self._run(f, *args)
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        try:
+            self.partition(topic, partition)
+        except (UnknownTopic, UnknownPartition, InvalidName, BrokerUnavailable):
+            return False
+        return True
+
+    @_deferred
+    def write_marker(
+        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
+    ) -> defer.Deferred[int]:
+        """End a transaction on one partition: a control batch on its lane, fsynced
+        (the coordinator records the transaction complete only after every marker is
+        durable), then long-polls woken, since the last stable offset moved."""
+        plog = self.partition(topic, partition)
+        key = (topic, partition)
+
+        def write() -> int:
+            offset = plog.append_marker(producer_id, epoch, commit)
+            plog.flush()
+            return offset
+
+        def written(offset: int) -> int:
+            self.waiters.wake(key)
+            return offset
+
+        return self.lanes.lane(topic, partition).submit(write).addCallback(written)
 
     def _run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
         """Lane-less pool work (reads, topic admin), counted so `drain` can wait for it."""
@@ -498,9 +574,24 @@ class Broker:
 
     @_deferred
     def append(
-        self, topic: str, partition: int, batches: bytes | memoryview, *, auto_create: bool
+        self,
+        topic: str,
+        partition: int,
+        batches: bytes | memoryview,
+        *,
+        auto_create: bool,
+        transactional_id: str | None = None,
     ) -> defer.Deferred[AppendResult]:
         """Store client-built record batches; see the module docstring."""
+        if (
+            len(batches) >= _PRODUCER_END
+            and batches[_MAGIC_AT] == 2
+            and batches[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL_BIT
+        ):
+            # Kafka looks at the first batch: a transactional one must belong to the
+            # ongoing transaction of its producer that added this partition.
+            producer_id, epoch = _PRODUCER.unpack_from(batches, _PRODUCER_AT)
+            self.transactions.verify(transactional_id, producer_id, epoch, topic, partition)
         return self.appends.append(topic, partition, batches, auto_create=auto_create)
 
     def append_records(
@@ -513,15 +604,22 @@ class Broker:
 
     @_deferred
     def read(
-        self, topic: str, partition: int, offset: int, max_bytes: int
+        self, topic: str, partition: int, offset: int, max_bytes: int, *, committed: bool = False
     ) -> defer.Deferred[ReadResult]:
         """Stored batches from ``offset``; see the module docstring."""
         plog = self.partition(topic, partition)
         start, end = plog.log_start_offset, plog.end_offset
         if not start <= offset <= end:
             raise OffsetOutOfRange(offset, start, end)
+        if committed:
+            stable = plog.last_stable_offset
+            if offset >= stable:
+                return defer.succeed(ReadResult((), end, start, stable, ()))
+            return self._run(_read_committed_blocking, plog, offset, max(1, max_bytes)).addCallback(
+                self._sent
+            )
         if offset == end:
-            return defer.succeed(ReadResult((), end, start))
+            return defer.succeed(ReadResult((), end, start, plog.last_stable_offset))
         return self._run(_read_blocking, plog, offset, max(1, max_bytes)).addCallback(self._sent)
 
     def _sent(self, result: ReadResult) -> ReadResult:
@@ -546,7 +644,11 @@ class Broker:
 
     @_deferred
     def wait_for_data(
-        self, positions: Iterable[tuple[str, int, int]], timeout_s: float
+        self,
+        positions: Iterable[tuple[str, int, int]],
+        timeout_s: float,
+        *,
+        committed: bool = False,
     ) -> defer.Deferred[None]:
         """The long-poll; see the module docstring. Cancelling the Deferred unparks it."""
         logs = self._check_open()
@@ -555,7 +657,8 @@ class Broker:
             topic = logs.topics.get(topic_name)
             if topic is None or not 0 <= partition < len(topic.partitions):
                 continue
-            if topic.partitions[partition].end_offset > offset:
+            plog = topic.partitions[partition]
+            if (plog.last_stable_offset if committed else plog.end_offset) > offset:
                 return defer.succeed(None)
             keys.append((topic_name, partition))
         if not keys or timeout_s <= 0:
@@ -564,19 +667,24 @@ class Broker:
 
     @_deferred
     def list_offset(
-        self, topic: str, partition: int, timestamp: int
+        self, topic: str, partition: int, timestamp: int, *, committed: bool = False
     ) -> defer.Deferred[OffsetAtTime | None]:
-        """Kafka's ListOffsets for one partition; see the module docstring."""
+        """Kafka's ListOffsets for one partition; see the module docstring. Under
+        read_committed the latest offset is the last stable offset, and a time
+        found at or past it is none (Kafka's fetchOffsetByTimestamp)."""
         plog = self.partition(topic, partition)
         if timestamp == EARLIEST:
             return defer.succeed(OffsetAtTime(plog.log_start_offset, -1))
         if timestamp == LATEST:
-            return defer.succeed(OffsetAtTime(plog.end_offset, -1))
+            end = plog.last_stable_offset if committed else plog.end_offset
+            return defer.succeed(OffsetAtTime(end, -1))
         if timestamp < 0:
             raise InvalidRequest(f"invalid timestamp {timestamp}: use -2, -1 or a time in ms")
 
         def found(hit: tuple[int, int] | None) -> OffsetAtTime | None:
-            return None if hit is None else OffsetAtTime(hit[0], hit[1])
+            if hit is None or (committed and hit[0] >= plog.last_stable_offset):
+                return None
+            return OffsetAtTime(hit[0], hit[1])
 
         return self._run(plog.offset_for_timestamp, timestamp).addCallback(found)
 
@@ -981,20 +1089,49 @@ def _open_storage(
             topic.close()
         raise
     try:
+        txn_log = TransactionLog.open(data_dir, log_config, recover=logs.recovered)
+    except BaseException:
+        offsets.close()
+        for topic in logs.topics.values():
+            topic.close()
+        raise
+    try:
         orphans = offsets.orphaned(logs.topics)
         if orphans:
             offsets.commit_many(orphans)
             offsets.flush()
     except BaseException:
         offsets.close()
+        txn_log.close()
         for topic in logs.topics.values():
             topic.close()
         raise
-    return logs, offsets, orphans
+    return logs, offsets, orphans, txn_log
 
 
 def _read_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResult:
     """Runs on the pool. Bounds are taken after the read, so the high watermark
     never trails the data returned."""
     data = plog.read(offset, max_bytes)
-    return ReadResult((data,) if data else (), plog.end_offset, plog.log_start_offset)
+    return ReadResult(
+        (data,) if data else (), plog.end_offset, plog.log_start_offset, plog.last_stable_offset
+    )
+
+
+def _read_committed_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResult:
+    """Runs on the pool: batches below the LSO, with the aborted transactions among them
+    (Kafka's collectAbortedTxns up to the end of the last batch returned)."""
+    data, stable = plog.read_committed(offset, max_bytes)
+    upto = offset
+    pos = 0
+    while pos + 12 <= len(data):
+        base, length = _OFFSET_LENGTH.unpack_from(data, pos)
+        (delta,) = _LAST_DELTA.unpack_from(data, pos + 23)
+        upto = base + delta + 1
+        pos += length + 12
+    aborted = tuple(
+        (txn.producer_id, txn.first_offset) for txn in plog.aborted_transactions(offset, upto)
+    )
+    return ReadResult(
+        (data,) if data else (), plog.end_offset, plog.log_start_offset, stable, aborted
+    )

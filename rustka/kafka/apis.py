@@ -21,7 +21,14 @@ from typing import Final
 
 from twisted.internet import defer
 
-from rustka.kafka import acl_handlers, admin_handlers, group_handlers, handlers, sasl_handlers
+from rustka.kafka import (
+    acl_handlers,
+    admin_handlers,
+    group_handlers,
+    handlers,
+    sasl_handlers,
+    txn_handlers,
+)
 from rustka.kafka.authorization import GUARDS, unchanged
 from rustka.kafka.context import Body, Handler, RequestContext
 from rustka.kafka.messages import ApiKey
@@ -48,6 +55,10 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: handlers.delete_topics,
         ApiKey.DELETE_RECORDS: admin_handlers.delete_records,
         ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
+        ApiKey.ADD_PARTITIONS_TO_TXN: txn_handlers.add_partitions_to_txn,
+        ApiKey.ADD_OFFSETS_TO_TXN: txn_handlers.add_offsets_to_txn,
+        ApiKey.END_TXN: txn_handlers.end_txn,
+        ApiKey.TXN_OFFSET_COMMIT: txn_handlers.txn_offset_commit,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: admin_handlers.offset_for_leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
         ApiKey.DESCRIBE_LOG_DIRS: admin_handlers.describe_log_dirs,

@@ -562,6 +562,96 @@ def _init_producer_id(
     return None, _fixed({"error_code": code, "producer_id": -1, "producer_epoch": -1})
 
 
+def _transactional(denied: Body) -> Guard:
+    """AddPartitionsToTxn's topics aside, Kafka's rule for every transactional request:
+    WRITE on the TRANSACTIONAL_ID resource, else the whole request is refused."""
+
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        if gate.allows(WRITE, TXN, body["transactional_id"]):
+            return body, unchanged
+        return None, _fixed({"throttle_time_ms": 0, **denied})
+
+    return guard
+
+
+def _add_partitions_to_txn(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """WRITE on the transactional id, then WRITE on each topic (Kafka's
+    handleAddPartitionsToTxnRequest: a denied topic fails the request, the other
+    partitions being OPERATION_NOT_ATTEMPTED)."""
+    topics = body.get("topics") or ()
+
+    def every(code_of: Callable[[str], int]) -> Finish:
+        return _fixed(
+            {
+                "throttle_time_ms": 0,
+                "results": [
+                    {
+                        "name": t["name"],
+                        "results": [
+                            {"partition_index": p, "error_code": code_of(t["name"])}
+                            for p in t["partitions"]
+                        ],
+                    }
+                    for t in topics
+                ],
+            }
+        )
+
+    if not gate.allows(WRITE, TXN, body["transactional_id"]):
+        return None, every(lambda _: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = {t["name"] for t in topics if not gate.allows(WRITE, TOPIC, t["name"])}
+    if not denied:
+        return body, unchanged
+    return None, every(
+        lambda name: E.TOPIC_AUTHORIZATION_FAILED if name in denied else E.OPERATION_NOT_ATTEMPTED
+    )
+
+
+def _add_offsets_to_txn(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """WRITE on the transactional id, then READ on the group (Kafka's order)."""
+    if not gate.allows(WRITE, TXN, body["transactional_id"]):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not gate.allows(READ, GROUP, body["group_id"]):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    else:
+        return body, unchanged
+    return None, _fixed({"throttle_time_ms": 0, "error_code": code})
+
+
+def _txn_offset_commit(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """Kafka's handleTxnOffsetCommitRequest: WRITE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), READ on the group (else
+    GROUP_AUTHORIZATION_FAILED everywhere), then READ on each topic."""
+    if not gate.allows(WRITE, TXN, body["transactional_id"]):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not gate.allows(READ, GROUP, body["group_id"]):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    else:
+        return _split(gate, body, READ, _TXN_OFFSET_COMMIT)
+    return _split(gate, body, READ, _TXN_OFFSET_COMMIT, code, deny_all=True)
+
+
+_TXN_OFFSET_COMMIT = _TopicPartitions(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {},
+)
+
+
 def _cluster(op: Operation, denied: Body) -> Guard:
     """A request about the whole broker: ``op`` on the cluster, else ``denied``."""
 
@@ -628,6 +718,10 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: _topics_each("topic_names", DELETE, "responses", with_message=False),
         ApiKey.DELETE_RECORDS: _delete_records,
         ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+        ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+        ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+        ApiKey.END_TXN: _transactional({"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
+        ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: _leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: _configs(Operation.DESCRIBE_CONFIGS, "results"),
         ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "results": []}),

@@ -23,6 +23,7 @@ from twisted.python.failure import Failure
 from rustka import errors
 from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT
 from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEntry
+from rustka.kafka import txn_handlers
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 
@@ -145,8 +146,8 @@ _BATCH_MAGIC = 2
 _LOG_OVERHEAD = 12
 _MIN_BATCH_LENGTH = 49
 _CODEC_MASK = 0x07
-_ZSTD = 4
 _TRANSACTIONAL_BIT = 0x10
+_ZSTD = 4
 # Produce v7 is the first that may carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE = 7
 
@@ -155,11 +156,14 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
     broker = ctx.broker
     acks = body["acks"]
     topic_data = body["topic_data"]
-    if any(
+    # A transactional batch is checked against its producer's ongoing transaction by
+    # the core (docs/kafka.md, "Transactions"); the id comes from the request.
+    transactional_id = body.get("transactional_id")
+    if transactional_id is None and any(
         _transactional(part["records"]) for topic in topic_data for part in topic["partition_data"]
     ):
-        # Kafka refuses the whole request when a transactional producer is not
-        # authorized; with no transactions here, none ever is.
+        # Kafka's KafkaApis: transactional records without a transactional id are not
+        # authorized, and the whole request is refused.
         refused = [
             {
                 "name": topic["name"],
@@ -167,7 +171,7 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
                     _produce_error(
                         part["index"],
                         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "transactions are not supported by rustka",
+                        "a transactional batch needs the request's transactional id",
                     )
                     for part in topic["partition_data"]
                 ],
@@ -191,7 +195,9 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             if acks not in (0, 1, -1):
                 parts_out.append(_produce_error(index, E.INVALID_REQUIRED_ACKS, "acks"))
                 continue
-            d = broker.append(name, index, records, auto_create=True)
+            d = broker.append(
+                name, index, records, auto_create=True, transactional_id=transactional_id
+            )
             d.addCallbacks(_produced, _produce_failed, callbackArgs=(index,), errbackArgs=(index,))
             jobs.append(d)
             parts_out.append({"index": index})  # replaced when the append finishes
@@ -319,15 +325,9 @@ def _produce_failed(failure: Failure, index: int) -> Body:
 # -- InitProducerId (22) ---------------------------------------------------------
 
 
-def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body:
+def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body | defer.Deferred[Body]:
     if body.get("transactional_id") is not None:
-        # No transactions here: a transactional producer must fail clearly, not hang.
-        return {
-            "throttle_time_ms": 0,
-            "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return txn_handlers.init_transactional_producer(ctx, version, body)
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -350,14 +350,17 @@ def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]
         for t in body["topics"]
         for p in t["partitions"]
     ]
+    # isolation_level 1 (read_committed): up to the last stable offset, with the
+    # aborted transactions of what is returned (docs/kafka.md, "Transactions").
+    committed = body.get("isolation_level", 0) == 1
 
     async def answer() -> Body:
-        results = await _read_all(broker, wanted, max_bytes)
+        results = await _read_all(broker, wanted, max_bytes, committed)
         total = sum(r[1] for r in results)
         if total < min_bytes and max_wait_s > 0 and not any(r[0]["error_code"] for r in results):
             positions = [(t, p, off) for t, p, off, _ in wanted]
-            await broker.wait_for_data(positions, max_wait_s)
-            results = await _read_all(broker, wanted, max_bytes)
+            await broker.wait_for_data(positions, max_wait_s, committed=committed)
+            results = await _read_all(broker, wanted, max_bytes, committed)
         by_topic: dict[str, list[Body]] = {}
         order: list[str] = []
         for (topic, _p, _o, _m), (part, _size) in zip(wanted, results, strict=True):
@@ -376,7 +379,7 @@ def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]
 
 
 async def _read_all(
-    broker: Any, wanted: list[tuple[str, int, int, int]], max_bytes: int
+    broker: Any, wanted: list[tuple[str, int, int, int]], max_bytes: int, committed: bool = False
 ) -> list[tuple[Body, int]]:
     """Read each partition in request order within the response's byte budget.
 
@@ -393,7 +396,7 @@ async def _read_all(
                 start, hw = broker.bounds(topic, partition)
                 out.append((_fetch_partition(partition, 0, hw, start, []), 0))
                 continue
-            result = await broker.read(topic, partition, offset, max(limit, 1))
+            result = await broker.read(topic, partition, offset, max(limit, 1), committed=committed)
         except Exception as exc:
             code = error_code(exc)
             hw, start = -1, -1
@@ -403,20 +406,24 @@ async def _read_all(
             continue
         chunks = list(result.chunks)
         size = sum(len(c) for c in chunks)
+        aborted = result.aborted
         if progressed and size > limit:
             # Only the response's first batch may exceed the limits (Kafka's rule).
             chunks, size = [], 0
+            aborted = () if committed else None
         if size:
             progressed = True
             left -= size
-        out.append(
-            (
-                _fetch_partition(
-                    partition, 0, result.high_watermark, result.log_start_offset, chunks
-                ),
-                size,
-            )
+        part_body = _fetch_partition(
+            partition, 0, result.high_watermark, result.log_start_offset, chunks
         )
+        part_body["last_stable_offset"] = result.last_stable_offset
+        part_body["aborted_transactions"] = (
+            None
+            if aborted is None
+            else [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
+        )
+        out.append((part_body, size))
     return out
 
 
@@ -427,7 +434,6 @@ def _fetch_partition(
         "partition_index": index,
         "error_code": code,
         "high_watermark": high_watermark,
-        # No transactions: the last stable offset is the high watermark.
         "last_stable_offset": high_watermark,
         "log_start_offset": log_start,
         "aborted_transactions": [],
@@ -441,6 +447,8 @@ def _fetch_partition(
 
 def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
     broker = ctx.broker
+    # read_committed (v2+): latest is the last stable offset.
+    committed = body.get("isolation_level", 0) == 1
 
     async def answer() -> Body:
         topics: list[Body] = []
@@ -449,7 +457,9 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
             for part in topic["partitions"]:
                 index = part["partition_index"]
                 try:
-                    found = await broker.list_offset(topic["name"], index, part["timestamp"])
+                    found = await broker.list_offset(
+                        topic["name"], index, part["timestamp"], committed=committed
+                    )
                     offset, timestamp = (
                         (_NONE, _NONE) if found is None else (found.offset, found.timestamp)
                     )

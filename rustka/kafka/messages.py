@@ -78,6 +78,10 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
@@ -342,6 +346,80 @@ INIT_PRODUCER_ID_RESPONSE = _msg(
     F("error_code", INT16),
     F("producer_id", INT64, default=-1),
     F("producer_epoch", INT16),
+)
+
+# --- Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+# TxnOffsetCommit (28); docs/kafka.md, "Transactions". v0-2 (non-flexible; v1 and v2
+# change only throttling and the errors allowed).
+
+ADD_PARTITIONS_TO_TXN_REQUEST = _msg(
+    "AddPartitionsToTxnRequest",
+    F("transactional_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("topics", [F("name", STRING), F("partitions", Array(INT32))]),
+)
+ADD_PARTITIONS_TO_TXN_RESPONSE = _msg(
+    "AddPartitionsToTxnResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "results",
+        [
+            F("name", STRING),
+            F("results", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
+)
+ADD_OFFSETS_TO_TXN_REQUEST = _msg(
+    "AddOffsetsToTxnRequest",
+    F("transactional_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("group_id", STRING),
+)
+ADD_OFFSETS_TO_TXN_RESPONSE = _msg(
+    "AddOffsetsToTxnResponse", F("throttle_time_ms", INT32), F("error_code", INT16)
+)
+END_TXN_REQUEST = _msg(
+    "EndTxnRequest",
+    F("transactional_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("committed", BOOL),
+)
+END_TXN_RESPONSE = _msg("EndTxnResponse", F("throttle_time_ms", INT32), F("error_code", INT16))
+TXN_OFFSET_COMMIT_REQUEST = _msg(
+    "TxnOffsetCommitRequest",
+    F("transactional_id", STRING),
+    F("group_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("committed_offset", INT64),
+                    F("committed_leader_epoch", INT32, "2+", default=-1),
+                    F("committed_metadata", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+)
+TXN_OFFSET_COMMIT_RESPONSE = _msg(
+    "TxnOffsetCommitResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
 )
 
 # --- CreateTopics (19) -----------------------------------------------------------------
@@ -1173,6 +1251,32 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             2,
             INIT_PRODUCER_ID_REQUEST,
             INIT_PRODUCER_ID_RESPONSE,
+        ),
+        # Transactions (docs/kafka.md, "Transactions"): the non-flexible versions.
+        _api(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            "AddPartitionsToTxn",
+            (0, 2),
+            3,
+            ADD_PARTITIONS_TO_TXN_REQUEST,
+            ADD_PARTITIONS_TO_TXN_RESPONSE,
+        ),
+        _api(
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            "AddOffsetsToTxn",
+            (0, 2),
+            3,
+            ADD_OFFSETS_TO_TXN_REQUEST,
+            ADD_OFFSETS_TO_TXN_RESPONSE,
+        ),
+        _api(ApiKey.END_TXN, "EndTxn", (0, 2), 3, END_TXN_REQUEST, END_TXN_RESPONSE),
+        _api(
+            ApiKey.TXN_OFFSET_COMMIT,
+            "TxnOffsetCommit",
+            (0, 2),
+            3,
+            TXN_OFFSET_COMMIT_REQUEST,
+            TXN_OFFSET_COMMIT_RESPONSE,
         ),
         _api(
             ApiKey.DESCRIBE_CONFIGS,

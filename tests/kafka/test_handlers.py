@@ -393,8 +393,10 @@ async def test_zstd_needs_produce_v7(broker: RunningBroker) -> None:
 @pytest_twisted.ensureDeferred
 async def test_a_transactional_batch_fails_the_whole_request(broker: RunningBroker) -> None:
     """Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition of a request
-    carrying a transactional batch it cannot authorize (here: always). A transactional id
-    beside plain batches is no transaction, and Kafka stores them."""
+    carrying a transactional batch without a transactional id. With an id, a batch outside
+    an ongoing transaction of its producer is refused for its partition alone
+    (INVALID_PRODUCER_ID_MAPPING: no such transaction); a transactional id beside plain
+    batches is no transaction, and Kafka stores them."""
     c = await broker.client()
     await c.create_topic("tx", 2)
     await c.close()
@@ -407,9 +409,10 @@ async def test_a_transactional_batch_fails_the_whole_request(broker: RunningBrok
         )
         assert got == {("tx", 0): (53, -1), ("tx", 1): (53, -1)}
         assert [await end_offset(k, "tx", p) for p in range(2)] == [0, 0]
-        body = produce_body({("tx", 1): plain})
+        body = produce_body({("tx", 0): transactional, ("tx", 1): plain})
         body["transactional_id"] = "not-really"
-        assert results(await k.request(PRODUCE, body)) == {("tx", 1): (0, 0)}
+        assert results(await k.request(PRODUCE, body)) == {("tx", 0): (49, -1), ("tx", 1): (0, 0)}
+        assert [await end_offset(k, "tx", p) for p in range(2)] == [0, 1]
     finally:
         await k.close()
 

@@ -80,6 +80,11 @@ EXPECTED_TABLE = {
     1: ("Fetch", 4, 11, 12),
     2: ("ListOffsets", 1, 5, 6),
     22: ("InitProducerId", 0, 1, 2),
+    # Transactions (docs/kafka.md, "Transactions").
+    24: ("AddPartitionsToTxn", 0, 2, 3),
+    25: ("AddOffsetsToTxn", 0, 2, 3),
+    26: ("EndTxn", 0, 2, 3),
+    28: ("TxnOffsetCommit", 0, 2, 3),
     19: ("CreateTopics", 0, 4, 5),
     20: ("DeleteTopics", 0, 3, 4),
     32: ("DescribeConfigs", 0, 2, 4),
@@ -249,6 +254,30 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # InitProducerId
     (22, 0, {"transactional_id": None, "transaction_timeout_ms": 60000}, "ffff 0000ea60"),
     (22, 1, {"transactional_id": "x", "transaction_timeout_ms": 1}, "0001 78 00000001"),
+    # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (id "x", producer 1)
+    (24, 0, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0,
+             "topics": [{"name": "t", "partitions": [0]}]},
+     "0001 78 0000000000000001 0000 00000001 " + TOPIC_T + " 00000001 00000000"),
+    (24, 2, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 2, "topics": []},
+     "0001 78 0000000000000001 0002 00000000"),
+    (25, 0, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+     "0001 78 0000000000000001 0000 0001 67"),
+    (25, 2, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 3, "group_id": "g"},
+     "0001 78 0000000000000001 0003 0001 67"),
+    (26, 0, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": True},
+     "0001 78 0000000000000001 0000 01"),
+    (26, 2, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": False},
+     "0001 78 0000000000000001 0000 00"),
+    (28, 0, {"transactional_id": "x", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+             "topics": [{"name": "t", "partitions": [
+                 {"partition_index": 0, "committed_offset": 5, "committed_metadata": None}]}]},
+     "0001 78 0001 67 0000000000000001 0000 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 ffff"),
+    (28, 2, {"transactional_id": "x", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+             "topics": [{"name": "t", "partitions": [
+                 {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]},
+     "0001 78 0001 67 0000000000000001 0000 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 ffffffff 0001 6d"),  # leader epoch -1 (v2+)
     # CreateTopics
     (19, 0, {"topics": [{"name": "t", "num_partitions": 3, "replication_factor": 1,
                          "assignments": [], "configs": [{"name": "k", "value": None}]}],
@@ -531,6 +560,19 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # InitProducerId
     (22, 0, {"producer_id": 1000}, "00000000 0000 00000000000003e8 0000"),
     (22, 1, {"error_code": 15}, "00000000 000f ffffffffffffffff 0000"),
+    # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+    (24, 0, {"results": [{"name": "t", "results": [{"partition_index": 0, "error_code": 0}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000"),
+    (24, 2, {"results": [{"name": "t", "results": [{"partition_index": 1, "error_code": 51}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000001 0033"),
+    (25, 0, {"error_code": 0}, "00000000 0000"),
+    (25, 2, {"error_code": 90}, "00000000 005a"),
+    (26, 0, {"error_code": 48}, "00000000 0030"),
+    (26, 2, {"error_code": 0}, "00000000 0000"),
+    (28, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000"),
+    (28, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 47}]}]},
+     "00000000 00000001 " + TOPIC_T + " 00000001 00000000 002f"),
     # CreateTopics
     (19, 0, {"topics": [{"name": "t", "error_code": 36}]}, "00000001 " + TOPIC_T + " 0024"),
     (19, 4, {"topics": [{"name": "t", "error_code": 0}]},

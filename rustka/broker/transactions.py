@@ -1,0 +1,527 @@
+"""The transaction coordinator: Kafka's TransactionCoordinator for one node, protocol-neutral.
+
+Each transactional id has one `TxnMetadata` (rustka/storage/txn_log.py): its
+producer id and epoch, timeout, state (Kafka's Empty, Ongoing, PrepareCommit,
+PrepareAbort, CompleteCommit, CompleteAbort, Dead), the partitions its
+transaction added and the offsets TxnOffsetCommit staged. Requests of one id
+run one at a time (a lock per id); every new state is written to the
+transaction log and fsynced, on the I/O pool, before the coordinator acts on
+it or answers, so:
+
+- EndTxn writes PrepareCommit (or PrepareAbort), then a marker to every
+  partition of the transaction (each on its partition's lane, after the
+  batches queued before it), then the staged offsets (commit only), then
+  CompleteCommit (CompleteAbort), and only then answers.
+- InitProducerId with the id of an open transaction fences the old producer:
+  the epoch is bumped and the transaction aborted with markers of the new
+  epoch, so the old producer's batches and markers are refused from then on.
+- A transaction open longer than its timeout is aborted the same way (with
+  the epoch bumped, as Kafka does), by a pass every ``abort_interval_ms``.
+- At startup (`load`) and on every pass, a Prepare state found in the log is
+  rolled forward: its markers are written again (a second marker changes
+  nothing, `PartitionLog.append_marker`) and the transaction completed.
+
+Produce calls `verify` for every transactional batch: the id must be this
+producer's, with its current epoch, in an Ongoing transaction that added the
+partition; otherwise Kafka's errors (docs/kafka.md, "Transactions").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rustka.errors import (
+    ConcurrentTransactions,
+    InvalidBatch,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+    UnknownPartition,
+    UnknownTopic,
+)
+from rustka.storage.txn_log import TransactionLog, TxnMetadata, TxnState
+
+__all__ = [
+    "TransactionCoordinator",
+    "TransactionsCore",
+    "TxnOutcome",
+]
+
+T = TypeVar("T")
+PartitionKey = tuple[str, int]
+MAX_EPOCH = 32767
+ONGOING, EMPTY = TxnState.ONGOING, TxnState.EMPTY
+PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+
+class TransactionsCore(Protocol):
+    """What the coordinator needs of the broker core."""
+
+    def new_producer_id(self) -> int: ...
+
+    def run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]: ...
+
+    def write_marker(
+        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
+    ) -> defer.Deferred[int]: ...
+
+    def commit_offsets(
+        self,
+        group: str,
+        offsets: Mapping[PartitionKey, int],
+        metadata: Mapping[PartitionKey, str] | None = None,
+    ) -> defer.Deferred[None]: ...
+
+    def partition_exists(self, topic: str, partition: int) -> bool: ...
+
+
+@dataclass
+class TxnOutcome:
+    """Transactions ended since start, by how (for metrics)."""
+
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    fenced: int = 0
+
+
+def _now(reactor: IReactorTime) -> int:
+    return int(reactor.seconds() * 1000)
+
+
+class TransactionCoordinator:
+    """Kafka's transaction coordinator; see the module docstring."""
+
+    log = Logger()
+
+    def __init__(
+        self,
+        reactor: IReactorTime,
+        core: TransactionsCore,
+        *,
+        max_timeout_ms: int,
+        abort_interval_ms: int,
+    ) -> None:
+        self.reactor = reactor
+        self.core = core
+        self.max_timeout_ms = max_timeout_ms
+        self.abort_interval_ms = abort_interval_ms
+        self.outcomes = TxnOutcome()
+        self._store: TransactionLog | None = None
+        self._meta: dict[str, TxnMetadata] = {}
+        self._locks: dict[str, defer.DeferredLock] = {}
+        self._loop: task.LoopingCall | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def load(self, store: TransactionLog) -> defer.Deferred[None]:
+        """Take the replayed log, roll forward what it left prepared, start the timeouts."""
+        self._store = store
+        self._meta = store.entries()
+        self._loop = task.LoopingCall(self._pass)
+        self._loop.clock = self.reactor
+        self._loop.start(self.abort_interval_ms / 1000, now=False).addErrback(
+            lambda f: self.log.failure("transaction timeout pass stopped", f)
+        )
+        return self._finish_prepared()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+
+    def _finish_prepared(self) -> defer.Deferred[None]:
+        jobs = [
+            self._locked(meta.transactional_id, self._roll_forward, meta.transactional_id)
+            for meta in list(self._meta.values())
+            if meta.state in PREPARING
+        ]
+        return defer.gatherResults(jobs, consumeErrors=True).addCallbacks(
+            lambda _: None, lambda f: self._logged(f, "rolling a transaction forward")
+        )
+
+    def _logged(self, failure: Failure, what: str) -> None:
+        self.log.failure("{what} failed; retried on the next pass", failure, what=what)
+
+    def _pass(self) -> defer.Deferred[None]:
+        """Abort expired transactions and retry completions a failure left prepared."""
+        now = _now(self.reactor)
+        jobs = []
+        for meta in list(self._meta.values()):
+            if meta.state in PREPARING:
+                jobs.append(
+                    self._locked(meta.transactional_id, self._roll_forward, meta.transactional_id)
+                )
+            elif meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
+                jobs.append(
+                    self._locked(meta.transactional_id, self._expire, meta.transactional_id)
+                )
+        d = defer.gatherResults(jobs, consumeErrors=True)
+        return d.addCallbacks(
+            lambda _: None, lambda f: self._logged(f, "a transaction timeout pass")
+        )
+
+    # -- views -------------------------------------------------------------------
+
+    def transactions(self) -> list[TxnMetadata]:
+        """Every transactional id's metadata (admin views)."""
+        return sorted(self._meta.values(), key=lambda m: m.transactional_id)
+
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        return self._meta.get(transactional_id)
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _locked(self, transactional_id: str, f: Callable[..., Any], *args: Any) -> Any:
+        lock = self._locks.get(transactional_id)
+        if lock is None:
+            lock = self._locks[transactional_id] = defer.DeferredLock()
+        return lock.run(f, *args)
+
+    def _write(self, meta: TxnMetadata) -> defer.Deferred[TxnMetadata]:
+        """Make ``meta`` durable, then current."""
+        store = self._store
+        if store is None:
+            raise InvalidTxnState("the transaction coordinator is still loading")
+
+        def done(_: None) -> TxnMetadata:
+            self._meta[meta.transactional_id] = meta
+            return meta
+
+        return self.core.run(store.write, meta).addCallback(done)
+
+    def _current(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
+        """Kafka's checks of a request naming a transaction's producer id and epoch."""
+        meta = self._meta.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMapping(
+                f"transactional id {transactional_id!r} does not belong to producer {producer_id}"
+            )
+        if epoch != meta.producer_epoch:
+            raise ProducerFenced(
+                f"producer {producer_id} of {transactional_id!r} has epoch {epoch}, but epoch "
+                f"{meta.producer_epoch} is current: this producer was fenced"
+            )
+        if meta.state in PREPARING:
+            raise ConcurrentTransactions(
+                f"the transaction of {transactional_id!r} is being completed; retry"
+            )
+        return meta
+
+    # -- InitProducerId ------------------------------------------------------------
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int
+    ) -> defer.Deferred[tuple[int, int]]:
+        """(producer id, epoch) for a transactional producer starting up; fences the old one."""
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return defer.fail(
+                InvalidTransactionTimeout(
+                    f"transaction.timeout.ms {timeout_ms} is not within 1.."
+                    f"{self.max_timeout_ms} (transaction_max_timeout_ms)"
+                )
+            )
+        if not transactional_id:
+            return defer.fail(InvalidBatch("the transactional id is empty"))
+        return self._locked(transactional_id, self._init, transactional_id, timeout_ms)
+
+    @defer.inlineCallbacks
+    def _init(self, transactional_id: str, timeout_ms: int) -> Any:
+        now = _now(self.reactor)
+        meta = self._meta.get(transactional_id)
+        if meta is None:
+            meta = TxnMetadata(
+                transactional_id, self.core.new_producer_id(), 0, timeout_ms, EMPTY, now
+            )
+            meta = yield self._write(meta)
+            return meta.producer_id, meta.producer_epoch
+        if meta.state in PREPARING:
+            meta = yield self._roll_forward(transactional_id)
+        if meta.state == ONGOING:
+            meta = yield self._abort_fenced(meta)
+            self.outcomes.fenced += 1
+            epoch = meta.producer_epoch
+        else:
+            epoch = meta.producer_epoch + 1
+        producer_id = meta.producer_id
+        if epoch >= MAX_EPOCH:
+            producer_id, epoch = self.core.new_producer_id(), 0
+        meta = yield self._write(
+            meta.but(
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                timeout_ms=timeout_ms,
+                state=EMPTY,
+                last_update_ms=now,
+                start_ms=-1,
+                partitions=frozenset(),
+                offsets={},
+            )
+        )
+        return meta.producer_id, meta.producer_epoch
+
+    # -- AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit ----------------------
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[PartitionKey],
+    ) -> defer.Deferred[None]:
+        """Add partitions to the transaction (starting it); unknown ones fail the request."""
+        wanted = frozenset(partitions)
+        return self._locked(
+            transactional_id, self._add, transactional_id, producer_id, epoch, wanted
+        )
+
+    def _add(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: frozenset[PartitionKey],
+        group: str | None = None,
+    ) -> defer.Deferred[None]:
+        meta = self._current(transactional_id, producer_id, epoch)
+        for topic, partition in sorted(partitions):
+            if not self.core.partition_exists(topic, partition):
+                raise UnknownPartition(f"unknown partition {topic}-{partition}")
+        now = _now(self.reactor)
+        offsets = dict(meta.offsets)
+        if group is not None and group not in offsets:
+            offsets[group] = {}
+        if (
+            meta.state == ONGOING
+            and partitions <= meta.partitions
+            and offsets.keys() == meta.offsets.keys()
+        ):
+            return defer.succeed(None)
+        started = meta.start_ms if meta.state == ONGOING else now
+        if meta.state != ONGOING:
+            offsets = {} if group is None else {group: {}}
+        changed = meta.but(
+            state=ONGOING,
+            start_ms=started,
+            last_update_ms=now,
+            partitions=(meta.partitions if meta.state == ONGOING else frozenset()) | partitions,
+            offsets=offsets,
+        )
+        return self._write(changed).addCallback(lambda _: None)
+
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, group: str
+    ) -> defer.Deferred[None]:
+        """Make ``group``'s offsets part of the transaction (AddOffsetsToTxn)."""
+        return self._locked(
+            transactional_id, self._add, transactional_id, producer_id, epoch, frozenset(), group
+        )
+
+    def txn_offset_commit(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group: str,
+        offsets: Mapping[PartitionKey, tuple[int, str]],
+    ) -> defer.Deferred[None]:
+        """Stage offsets, visible to OffsetFetch only once the transaction commits."""
+        return self._locked(
+            transactional_id, self._stage, transactional_id, producer_id, epoch, group, offsets
+        )
+
+    def _stage(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group: str,
+        offsets: Mapping[PartitionKey, tuple[int, str]],
+    ) -> defer.Deferred[None]:
+        meta = self._current(transactional_id, producer_id, epoch)
+        if meta.state != ONGOING or group not in meta.offsets:
+            raise InvalidTxnState(
+                f"TxnOffsetCommit for group {group!r} before AddOffsetsToTxn added it to the "
+                f"transaction of {transactional_id!r}"
+            )
+        for topic, partition in offsets:
+            if not self.core.partition_exists(topic, partition):
+                raise UnknownPartition(f"unknown partition {topic}-{partition}")
+        staged = {g: dict(o) for g, o in meta.offsets.items()}
+        staged[group].update(offsets)
+        changed = meta.but(offsets=staged, last_update_ms=_now(self.reactor))
+        return self._write(changed).addCallback(lambda _: None)
+
+    # -- EndTxn ----------------------------------------------------------------------
+
+    def end_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> defer.Deferred[None]:
+        """Commit or abort: markers everywhere, then the completion, then the answer."""
+        return self._locked(
+            transactional_id, self._end, transactional_id, producer_id, epoch, commit
+        )
+
+    @defer.inlineCallbacks
+    def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Any:
+        meta = self._current(transactional_id, producer_id, epoch)
+        if meta.state == ONGOING:
+            yield self._complete(meta, commit)
+            if commit:
+                self.outcomes.committed += 1
+            else:
+                self.outcomes.aborted += 1
+            return None
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if meta.state == done:
+            return None  # a retried EndTxn (Kafka answers it as done)
+        raise InvalidTxnState(
+            f"{'commit' if commit else 'abort'} of {transactional_id!r} in state "
+            f"{meta.state.kafka_name}"
+        )
+
+    @defer.inlineCallbacks
+    def _complete(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> Any:
+        """Prepare, markers, offsets, complete; ``epoch`` is a bumped one (fencing)."""
+        prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        prepared = meta.but(
+            state=prepare,
+            producer_epoch=meta.producer_epoch if epoch is None else epoch,
+            last_update_ms=_now(self.reactor),
+        )
+        prepared = yield self._write(prepared)
+        result = yield self._finish(prepared)
+        return result
+
+    @defer.inlineCallbacks
+    def _finish(self, meta: TxnMetadata) -> Any:
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        marks = []
+        for topic, partition in sorted(meta.partitions):
+            d = self.core.write_marker(
+                topic, partition, meta.producer_id, meta.producer_epoch, commit
+            )
+            # A partition deleted since it was added has nothing left to mark.
+            d.addErrback(lambda f: f.trap(UnknownTopic, UnknownPartition) and None)
+            marks.append(d)
+        yield defer.gatherResults(marks, consumeErrors=True).addErrback(_first_error)
+        if commit:
+            for group, offsets in sorted(meta.offsets.items()):
+                present = {
+                    key: value for key, value in offsets.items() if self.core.partition_exists(*key)
+                }
+                if present:
+                    yield self.core.commit_offsets(
+                        group,
+                        {key: offset for key, (offset, _m) in present.items()},
+                        {key: text for key, (_o, text) in present.items()},
+                    )
+        done = meta.but(
+            state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+            last_update_ms=_now(self.reactor),
+            partitions=frozenset(),
+            offsets={},
+        )
+        done = yield self._write(done)
+        return done
+
+    def _roll_forward(self, transactional_id: str) -> defer.Deferred[TxnMetadata]:
+        meta = self._meta[transactional_id]
+        if meta.state not in PREPARING:
+            return defer.succeed(meta)
+        self.log.info(
+            "completing the {state} transaction of {tid} the log left prepared",
+            state=meta.state.kafka_name,
+            tid=transactional_id,
+        )
+        return self._finish(meta)
+
+    def _abort_fenced(self, meta: TxnMetadata) -> defer.Deferred[TxnMetadata]:
+        """Abort ``meta``'s open transaction with the epoch bumped, fencing its producer."""
+        epoch = meta.producer_epoch + 1
+        if epoch >= MAX_EPOCH:
+            epoch = meta.producer_epoch
+        return self._complete(meta, False, epoch)
+
+    @defer.inlineCallbacks
+    def _expire(self, transactional_id: str) -> Any:
+        meta = self._meta.get(transactional_id)
+        now = _now(self.reactor)
+        if meta is None or meta.state != ONGOING or now - meta.start_ms <= meta.timeout_ms:
+            return None
+        self.log.info(
+            "aborting the transaction of {tid} (producer {pid}): open for {ms} ms, its "
+            "timeout is {timeout} ms",
+            tid=transactional_id,
+            pid=meta.producer_id,
+            ms=now - meta.start_ms,
+            timeout=meta.timeout_ms,
+        )
+        yield self._abort_fenced(meta)
+        self.outcomes.timed_out += 1
+        return None
+
+    def abort(self, transactional_id: str) -> defer.Deferred[None]:
+        """An operator's abort of a hanging transaction (fences its producer)."""
+
+        @defer.inlineCallbacks
+        def go() -> Any:
+            meta = self._meta.get(transactional_id)
+            if meta is None:
+                raise InvalidProducerIdMapping(f"no transactional id {transactional_id!r}")
+            if meta.state in PREPARING:
+                yield self._roll_forward(transactional_id)
+                return None
+            if meta.state != ONGOING:
+                raise InvalidTxnState(
+                    f"{transactional_id!r} has no open transaction ({meta.state.kafka_name})"
+                )
+            yield self._abort_fenced(meta)
+            self.outcomes.aborted += 1
+            return None
+
+        return self._locked(transactional_id, go)
+
+    # -- Produce -----------------------------------------------------------------------
+
+    def verify(
+        self,
+        transactional_id: str | None,
+        producer_id: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+    ) -> None:
+        """May this transactional batch be appended? Raises Kafka's error if not."""
+        if transactional_id is None:
+            raise InvalidBatch(
+                "a transactional batch needs the producer's transactional id in the request"
+            )
+        meta = self._meta.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMapping(
+                f"transactional id {transactional_id!r} does not belong to producer {producer_id}"
+            )
+        if epoch != meta.producer_epoch:
+            raise ProducerFenced(
+                f"producer {producer_id} of {transactional_id!r} wrote with epoch {epoch}, "
+                f"but epoch {meta.producer_epoch} is current: this producer was fenced"
+            )
+        if meta.state != ONGOING or (topic, partition) not in meta.partitions:
+            raise InvalidTxnState(
+                f"partition {topic}-{partition} is not part of an ongoing transaction of "
+                f"{transactional_id!r} (AddPartitionsToTxn first)"
+            )
+
+
+def _first_error(failure: Failure) -> Failure:
+    """gatherResults' FirstError unwrapped, so callers see the marker's own error."""
+    inner = getattr(failure.value, "subFailure", None)
+    return inner if isinstance(inner, Failure) else failure
