@@ -1,0 +1,206 @@
+"""The transaction coordinator in a real broker: Kafka's rules, its durable log, restarts
+with a transaction open, and a decision the log left prepared rolled forward at startup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest_twisted
+from twisted.internet import task
+
+from rustka.errors import (
+    InvalidBatch,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+)
+from rustka.record.batch import parse_header
+from rustka.record.control import COMMIT, marker_type
+from rustka.storage.log_config import LogConfig
+from rustka.storage.txn_log import TRANSACTIONS_DIR, TransactionLog, TxnState
+from tests.conftest import start_broker, within
+from tests.storage.test_transactions import txn_batch
+
+
+def markers(plog: Any) -> list[tuple[int, int | None]]:
+    out = []
+    offset = plog.log_start_offset
+    while offset < plog.end_offset:
+        data = plog.read(offset, 1)
+        header = parse_header(data)
+        if header.attributes & 0x20:
+            out.append((header.base_offset, marker_type(data)))
+        offset = header.next_offset
+    return out
+
+
+async def failure_of(d: Any) -> BaseException:
+    try:
+        await within(d)
+    except Exception as e:
+        return e
+    raise AssertionError("expected a failure")
+
+
+@pytest_twisted.ensureDeferred
+async def test_kafkas_rules_for_each_request(data_dir: Path) -> None:
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        txn = core.transactions
+        await within(core.create_topic("t", 2))
+        assert isinstance(
+            await failure_of(txn.init_producer_id("a", 10_000_000)), InvalidTransactionTimeout
+        )
+        pid, epoch = await within(txn.init_producer_id("a", 60_000))
+        assert epoch == 0
+        # A batch before AddPartitionsToTxn, without the id, with another epoch.
+        batch = txn_batch(pid, 0, epoch=epoch)
+        assert isinstance(
+            await failure_of(core.append("t", 0, batch, auto_create=False, transactional_id="a")),
+            InvalidTxnState,
+        )
+        assert isinstance(
+            await failure_of(core.append("t", 0, batch, auto_create=False)), InvalidBatch
+        )
+        await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
+        assert txn.describe("a").state == TxnState.ONGOING  # type: ignore[union-attr]
+        assert isinstance(
+            await failure_of(txn.add_partitions("a", pid + 1, epoch, [("t", 1)])),
+            InvalidProducerIdMapping,
+        )
+        assert isinstance(
+            await failure_of(txn.add_partitions("a", pid, epoch + 1, [("t", 1)])), ProducerFenced
+        )
+        assert isinstance(
+            await failure_of(core.append("t", 1, batch, auto_create=False, transactional_id="a")),
+            InvalidTxnState,
+        )
+        await within(core.append("t", 0, batch, auto_create=False, transactional_id="a"))
+        plog = core.partition("t", 0)
+        assert plog.last_stable_offset == 0 and plog.end_offset == 2
+        # Offsets staged before AddOffsetsToTxn are refused; after it they wait for the commit.
+        assert isinstance(
+            await failure_of(txn.txn_offset_commit("a", pid, epoch, "g", {("t", 1): (7, "m")})),
+            InvalidTxnState,
+        )
+        await within(txn.add_offsets("a", pid, epoch, "g"))
+        await within(txn.txn_offset_commit("a", pid, epoch, "g", {("t", 1): (7, "m")}))
+        assert core.committed_offsets("g") == {}
+        await within(txn.end_transaction("a", pid, epoch, True))
+        assert core.committed_offsets("g") == {("t", 1): 7}
+        assert core.committed_metadata("g") == {("t", 1): "m"}
+        assert plog.last_stable_offset == plog.end_offset == 3
+        assert markers(plog) == [(2, COMMIT)]
+        # A retried commit is answered as done; an abort of the committed one is not.
+        await within(txn.end_transaction("a", pid, epoch, True))
+        assert isinstance(
+            await failure_of(txn.end_transaction("a", pid, epoch, False)), InvalidTxnState
+        )
+        # Re-initialising bumps the epoch; the old epoch is fenced everywhere.
+        assert await within(txn.init_producer_id("a", 60_000)) == (pid, 1)
+        assert isinstance(
+            await failure_of(txn.add_partitions("a", pid, 0, [("t", 0)])), ProducerFenced
+        )
+    finally:
+        await running.stop()
+
+
+async def open_transaction(running: Any) -> tuple[int, int]:
+    core = running.broker
+    txn = core.transactions
+    await within(core.create_topic("t", 1))
+    pid, epoch = await within(txn.init_producer_id("b", 60_000))
+    await within(txn.add_partitions("b", pid, epoch, [("t", 0)]))
+    await within(txn.add_offsets("b", pid, epoch, "g"))
+    await within(core.append("t", 0, txn_batch(pid, 0), auto_create=False, transactional_id="b"))
+    await within(txn.txn_offset_commit("b", pid, epoch, "g", {("t", 0): (2, "")}))
+    return pid, epoch
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_open_transaction_survives_a_restart_and_commits_after_it(data_dir: Path) -> None:
+    running = await start_broker(data_dir)
+    try:
+        pid, epoch = await open_transaction(running)
+    finally:
+        await running.stop()
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        meta = core.transactions.describe("b")
+        assert meta is not None and meta.state == TxnState.ONGOING
+        assert meta.partitions == {("t", 0)} and meta.offsets == {"g": {("t", 0): (2, "")}}
+        plog = core.partition("t", 0)
+        assert plog.last_stable_offset == 0 and plog.open_transactions() == {pid: 0}
+        await within(core.transactions.end_transaction("b", pid, epoch, True))
+        assert plog.last_stable_offset == plog.end_offset == 3
+        assert core.committed_offsets("g") == {("t", 0): 2}
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_prepared_commit_is_rolled_forward_at_startup(data_dir: Path) -> None:
+    """A crash after PrepareCommit was durable and before any marker: the restart writes
+    the markers and the offsets and completes the transaction (Kafka's coordinator
+    loading its log completes PrepareCommit/PrepareAbort the same way)."""
+    from twisted.internet import reactor
+
+    running = await start_broker(data_dir)
+    try:
+        pid, _epoch = await open_transaction(running)
+    finally:
+        await running.stop()
+    store = TransactionLog.open(data_dir, LogConfig(flush="never"))
+    meta = store.entries()["b"]
+    store.write(meta.but(state=TxnState.PREPARE_COMMIT))
+    store.close()
+    assert (data_dir / TRANSACTIONS_DIR).is_dir()
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        for _ in range(100):
+            meta = core.transactions.describe("b")
+            if meta is not None and meta.state == TxnState.COMPLETE_COMMIT:
+                break
+            await task.deferLater(reactor, 0.05, lambda: None)
+        assert meta is not None and meta.state == TxnState.COMPLETE_COMMIT
+        plog = core.partition("t", 0)
+        assert markers(plog) == [(2, COMMIT)]
+        assert plog.last_stable_offset == plog.end_offset
+        assert plog.open_transactions() == {}
+        assert core.committed_offsets("g") == {("t", 0): 2}
+        assert pid == meta.producer_id
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_prepared_abort_is_rolled_forward_and_writes_no_offsets(data_dir: Path) -> None:
+    from twisted.internet import reactor
+
+    running = await start_broker(data_dir)
+    try:
+        pid, _epoch = await open_transaction(running)
+    finally:
+        await running.stop()
+    store = TransactionLog.open(data_dir, LogConfig(flush="never"))
+    store.write(store.entries()["b"].but(state=TxnState.PREPARE_ABORT))
+    store.close()
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        for _ in range(100):
+            meta = core.transactions.describe("b")
+            if meta is not None and meta.state == TxnState.COMPLETE_ABORT:
+                break
+            await task.deferLater(reactor, 0.05, lambda: None)
+        assert meta is not None and meta.state == TxnState.COMPLETE_ABORT
+        plog = core.partition("t", 0)
+        assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
+        assert core.committed_offsets("g") == {}
+    finally:
+        await running.stop()
