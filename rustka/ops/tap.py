@@ -103,6 +103,7 @@ class BrokerTree(service.MultiService):
         self.listeners: list[Listener] = []
         self.metrics: Listener | None = None
         self.manhole: Listener | None = None
+        self.console: Any = None
         self.failure: Failure | None = None
         self._storage: defer.Deferred[None] | None = None
         self._storage_waiters: list[defer.Deferred[None]] = []
@@ -208,6 +209,13 @@ def build_service(
             kafka_factory=top.kafka_factory,
         )
         top.metrics.setServiceParent(top)
+    if config.console_listen:
+        from rustka.ops.console import console_service
+
+        top.console = console_service(
+            config, top.broker, top.factory, reactor, backlog, kafka_factory=top.kafka_factory
+        )
+        top.console.setServiceParent(top)
     if config.manhole:
         from rustka.ops.manhole import admin_namespace, manhole_service
 

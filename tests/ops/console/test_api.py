@@ -1,0 +1,368 @@
+"""The console's JSON API over real HTTP, against a live broker fed by confluent-kafka."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+
+from rustka.config import ConfigError
+from rustka.ops.console.api import MAX_RECORDS
+from tests.conftest import start_broker, within
+from tests.ops.console.conftest import (
+    EVIL,
+    ORDERS,
+    TOKEN,
+    Console,
+    get_json,
+    http,
+    make_data,
+    start_console,
+    stream,
+)
+
+
+@pytest_twisted.ensureDeferred
+async def test_overview_counts_and_rates(console: Console) -> None:
+    sampler = console.console.sampler
+    sampler.sample()
+    client = await console.running.client()
+    try:
+        for i in range(5):
+            await within(client.produce("orders", b"k", b"more-%d" % i))
+    finally:
+        await client.close()
+    sampler.sample()
+    overview = await get_json(console, "/api/overview")
+    assert overview["version"] == "0.1.0"
+    assert overview["uptime_s"] >= 0
+    assert overview["data_dir_bytes"] > 0 and overview["disk_free_bytes"] > 0
+    assert set(overview["connections"]) == {"native", "kafka"}
+    assert overview["topics"] == 1 and overview["partitions"] == 2
+    assert overview["totals"]["records_in"] >= ORDERS + 2 + 5
+    assert "retention" in overview["background_failures"]
+    assert overview["rates"], "two samples make at least one rate"
+    assert overview["rates"][-1]["records_in"] > 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_topics_and_one_topic(console: Console) -> None:
+    topics = (await get_json(console, "/api/topics"))["topics"]
+    [orders] = [t for t in topics if t["name"] == "orders"]
+    assert orders["partitions"] == 2
+    assert orders["end_offset"] == ORDERS + 2 and orders["records"] == ORDERS + 2
+    assert orders["size_bytes"] > 0
+    topic = await get_json(console, "/api/topics/orders")
+    assert [
+        (p["partition"], p["log_start_offset"], p["end_offset"]) for p in topic["partitions"]
+    ] == [
+        (0, 0, ORDERS),
+        (1, 0, 2),
+    ]
+    assert any(c["name"] == "cleanup.policy" for c in topic["effective_configs"])
+    code, _, body = await http(console, "/api/topics/nosuch")
+    assert code == 404 and "nosuch" in json.loads(body)["error"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_messages_latest_offset_and_timestamp(console: Console) -> None:
+    base = "/api/topics/orders/partitions/0/messages"
+    latest = await get_json(console, base + "?latest=3")
+    assert [r["offset"] for r in latest["records"]] == [7, 8, 9]
+    record = latest["records"][0]
+    assert record["key"]["text"] == "order-7"
+    assert json.loads(record["value"]["text"]) == {"n": 7, "item": "widget"}
+    assert record["headers"] == [{"key": "source", "value": {"size": 4, "text": "test"}}]
+    assert record["timestamp_type"] == "CreateTime"
+    assert abs(record["timestamp"] - time.time() * 1000) < 600_000
+    page = await get_json(console, base + "?offset=2&limit=2&format=json")
+    assert [r["offset"] for r in page["records"]] == [2, 3]
+    assert page["records"][0]["value"]["json"] == {"n": 2, "item": "widget"}
+    assert page["next_offset"] == 4
+    at = page["records"][1]["timestamp"]
+    by_time = await get_json(console, base + f"?timestamp={at}&limit=1")
+    assert by_time["records"][0]["timestamp"] >= at
+    assert by_time["records"][0]["offset"] <= 3
+    future = await get_json(console, base + f"?timestamp={int(time.time() * 1000) + 10**8}")
+    assert future["records"] == []
+    binary = await get_json(console, "/api/topics/orders/partitions/1/messages?offset=1")
+    assert binary["records"][0]["key"] == {"size": 2, "hex": "00ff"}
+    assert binary["records"][0]["value"] == {"size": 4, "hex": "0001feff"}
+    hexed = await get_json(console, base + "?offset=0&limit=1&format=hex")
+    assert hexed["records"][0]["key"]["hex"] == b"order-0".hex()
+
+
+@pytest_twisted.ensureDeferred
+async def test_bad_parameters_are_clear_errors(console: Console) -> None:
+    base = "/api/topics/orders/partitions/0/messages"
+    for query, needle in (
+        ("?offset=abc", "offset"),
+        ("?format=html", "format"),
+        ("?limit=0", "limit"),
+        ("?offset=1&latest=2", "one of"),
+    ):
+        code, _, body = await http(console, base + query)
+        assert code == 400, query
+        assert needle in json.loads(body)["error"]
+    code, _, body = await http(console, "/api/topics/orders/partitions/9/messages")
+    assert code == 404
+    code, _, _ = await http(console, "/api/nothing")
+    assert code == 404
+
+
+@pytest_twisted.ensureDeferred
+async def test_reads_are_bounded(console: Console) -> None:
+    client = await console.running.client()
+    try:
+        for _ in range(3):
+            await within(client.produce("big", b"k", b"x" * 5000))
+    finally:
+        await client.close()
+    base = "/api/topics/big/partitions/0/messages"
+    many = await get_json(console, base + "?offset=0&limit=100000")
+    assert many["limit"] == MAX_RECORDS and len(many["records"]) == 3
+    capped = await get_json(console, base + "?offset=0&max_bytes=6000")
+    assert [r["offset"] for r in capped["records"]] == [0]
+    assert capped["truncated"] is True and capped["next_offset"] == 1
+    cut = await get_json(console, base + "?offset=0&max_bytes=100")
+    [only] = cut["records"]
+    assert only["value"]["size"] == 5000 and only["value"]["truncated"] is True
+    assert len(only["value"]["text"]) <= 100
+    assert cut["bytes"] <= 100
+
+
+@pytest_twisted.ensureDeferred
+async def test_script_value_is_escaped_json(console: Console) -> None:
+    code, headers, body = await http(
+        console, "/api/topics/orders/partitions/1/messages?offset=0&limit=1"
+    )
+    assert code == 200
+    assert headers.getRawHeaders("content-type") == ["application/json; charset=utf-8"]
+    assert headers.getRawHeaders("x-content-type-options") == ["nosniff"]
+    assert b"<script>" not in body and b"<img" not in body
+    assert b"\\u003cscript\\u003e" in body
+    assert json.loads(body)["records"][0]["value"]["text"] == EVIL
+
+
+@pytest_twisted.ensureDeferred
+async def test_groups_lag_per_partition(console: Console) -> None:
+    groups = (await get_json(console, "/api/groups"))["groups"]
+    [billing] = [g for g in groups if g["group"] == "billing"]
+    assert billing["lag"] == ORDERS - 4 and billing["state"] == "Empty"
+    group = await get_json(console, "/api/groups/billing")
+    assert group["offsets"] == [
+        {
+            "topic": "orders",
+            "partition": 0,
+            "committed": 4,
+            "log_start_offset": 0,
+            "end_offset": ORDERS,
+            "lag": ORDERS - 4,
+        }
+    ]
+    console.console.sampler.sample()
+    group = await get_json(console, "/api/groups/billing")
+    assert group["lag_history"][-1]["lag"] == ORDERS - 4
+    code, _, _ = await http(console, "/api/groups/nobody")
+    assert code == 404
+
+
+@pytest_twisted.ensureDeferred
+async def test_live_tail_streams_new_records(console: Console) -> None:
+    response, got = await stream(console, "/api/topics/orders/partitions/0/tail")
+    assert response.code == 200
+    assert response.headers.getRawHeaders("content-type") == ["text/event-stream; charset=utf-8"]
+    await within(got.wait_for(b"event: hello"))
+    client = await console.running.client()
+    try:
+        partition, offset = await within(client.produce("orders", b"live", EVIL.encode()))
+    finally:
+        await client.close()
+    data = await within(got.wait_for(b"event: records"))
+    event = data.split(b"event: records\ndata: ", 1)[1].split(b"\n\n", 1)[0]
+    assert b"<script>" not in event
+    records = json.loads(event)["records"]
+    assert (partition, records[0]["offset"]) == (0, ORDERS), "key 'live' hashes to 0"
+    assert offset == ORDERS
+    assert records[0]["value"]["text"] == EVIL
+    assert console.console.site.resource.api.tails == 1
+    response._transport.loseConnection()
+    await within(got.done)
+    api = console.console.site.resource.api
+    for _ in range(50):
+        if api.tails == 0:
+            break
+        from twisted.internet import reactor
+        from twisted.internet.task import deferLater
+
+        await deferLater(reactor, 0.05, lambda: None)
+    assert api.tails == 0, "a hung-up tail is ended"
+
+
+# -- admin actions ---------------------------------------------------------------------
+
+
+async def _session(console: Console) -> tuple[str, str]:
+    code, headers, body = await http(console, "/api/session")
+    assert code == 200
+    [cookie] = headers.getRawHeaders("set-cookie")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    return cookie.split(";", 1)[0], json.loads(body)["csrf"]
+
+
+def _admin_headers(console: Console, cookie: str, csrf: str, token: str = TOKEN) -> dict[str, str]:
+    return {
+        "Cookie": cookie,
+        "X-Console-CSRF": csrf,
+        "Authorization": f"Bearer {token}",
+        "Origin": console.base,
+    }
+
+
+@pytest_twisted.ensureDeferred
+async def test_admin_refused_without_token_csrf_or_same_origin(console: Console) -> None:
+    cookie, csrf = await _session(console)
+    good = _admin_headers(console, cookie, csrf)
+    body = {"name": "made", "partitions": 1}
+    cases = [
+        ({k: v for k, v in good.items() if k != "Authorization"}, 401),
+        ({**good, "Authorization": "Bearer " + "x" * len(TOKEN)}, 401),
+        ({k: v for k, v in good.items() if k != "X-Console-CSRF"}, 403),
+        ({**good, "X-Console-CSRF": "0" * 64}, 403),
+        ({k: v for k, v in good.items() if k != "Cookie"}, 403),
+        ({**good, "Origin": "http://evil.example"}, 403),
+        ({**good, "Sec-Fetch-Site": "cross-site"}, 403),
+    ]
+    for headers, status in cases:
+        code, _, answer = await http(console, "/api/admin/topics", "POST", body, headers)
+        assert code == status, (headers, answer)
+    code, _, _ = await http(console, "/api/admin/topics", "GET")
+    assert code == 404
+    assert "made" not in console.running.broker.topics
+
+
+@pytest_twisted.ensureDeferred
+async def test_admin_actions_with_token(console: Console) -> None:
+    cookie, csrf = await _session(console)
+    headers = _admin_headers(console, cookie, csrf)
+    code, _, body = await http(
+        console, "/api/admin/topics", "POST", {"name": "made", "partitions": 2}, headers
+    )
+    assert code == 200, body
+    assert len(console.running.broker.topic("made").partitions) == 2
+    code, _, body = await http(
+        console, "/api/admin/topics/made/partitions", "POST", {"partitions": 3}, headers
+    )
+    assert code == 200, body
+    assert len(console.running.broker.topic("made").partitions) == 3
+    code, _, body = await http(
+        console, "/api/admin/groups/billing/reset-offsets", "POST",
+        {"topic": "orders", "to": "earliest"}, headers,
+    )  # fmt: skip
+    assert code == 200, body
+    assert console.running.broker.committed_offsets("billing") == {
+        ("orders", 0): 0,
+        ("orders", 1): 0,
+    }
+    code, _, body = await http(
+        console, "/api/admin/topics/made/delete", "POST", {"confirm": "wrong"}, headers
+    )
+    assert code == 400
+    code, _, body = await http(
+        console, "/api/admin/topics/made/delete", "POST", {"confirm": "made"}, headers
+    )
+    assert code == 200, body
+    assert "made" not in console.running.broker.topics
+    code, _, body = await http(
+        console, "/api/admin/topics", "POST", {"name": "orders", "partitions": 1}, headers
+    )
+    assert code == 409
+
+
+@pytest_twisted.ensureDeferred
+async def test_read_only_without_token_file(data_dir: Path) -> None:
+    made = await start_console(data_dir, None)
+    try:
+        session = await get_json(made, "/api/session")
+        assert session["admin"] is False
+        cookie, csrf = await _session(made)
+        code, _, body = await http(
+            made, "/api/admin/topics", "POST", {"name": "x", "partitions": 1},
+            _admin_headers(made, cookie, csrf),
+        )  # fmt: skip
+        assert code == 403 and b"console_token_file" in body
+    finally:
+        await made.console.stopService()
+        await made.running.stop()
+
+
+@pytest.mark.parametrize(("super_users", "status"), [("", 403), ("User:console", 200)])
+@pytest_twisted.ensureDeferred
+async def test_admin_needs_acls_when_authorization_is_on(
+    data_dir: Path, token_file: Path, super_users: str, status: int
+) -> None:
+    made = await start_console(
+        data_dir, token_file, authorizer_enabled=True, super_users=super_users
+    )
+    try:
+        cookie, csrf = await _session(made)
+        code, _, body = await http(
+            made, "/api/admin/topics", "POST", {"name": "acl-made", "partitions": 1},
+            _admin_headers(made, cookie, csrf),
+        )  # fmt: skip
+        assert code == status, body
+        if status == 403:
+            assert b"User:console" in body
+        assert ("acl-made" in made.running.broker.topics) == (status == 200)
+    finally:
+        await made.console.stopService()
+        await made.running.stop()
+
+
+# -- served by the broker ------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_tap_serves_the_console_pages(data_dir: Path, token_file: Path) -> None:
+    running = await start_broker(
+        data_dir, console_listen="tcp:0:interface=127.0.0.1", console_token_file=str(token_file)
+    )
+    try:
+        made = Console(running, running.top.console)
+        await within(made.console.listening)
+        await make_data(running)
+        code, headers, body = await http(made, "/")
+        assert code == 200 and b"/static/console.js" in body
+        csp = headers.getRawHeaders("content-security-policy")[0]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+        code, headers, body = await http(made, "/static/console.js")
+        assert code == 200 and b"innerHTML" not in body
+        assert headers.getRawHeaders("content-type") == ["text/javascript; charset=utf-8"]
+        code, _, _ = await http(made, "/static/../../config.py")
+        assert code == 404
+        topics = await get_json(made, "/api/topics")
+        assert [t["name"] for t in topics["topics"]] == ["orders"]
+    finally:
+        await running.stop()
+
+
+def test_a_missing_token_file_stops_the_start(data_dir: Path, tmp_path: Path) -> None:
+    from rustka.config import Config
+    from rustka.ops.tap import build_service
+
+    config = Config().updated(
+        {
+            "data_dir": str(data_dir),
+            "console_listen": "tcp:0:interface=127.0.0.1",
+            "console_token_file": str(tmp_path / "absent"),
+        }
+    )
+    with pytest.raises(ConfigError, match="console_token_file"):
+        build_service(config)
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    with pytest.raises(ConfigError, match="16 characters"):
+        build_service(config.updated({"console_token_file": str(short)}))
