@@ -112,15 +112,37 @@ def test_quix_streams_state_is_restored_from_its_changelog(tmp_path: Path) -> No
     assert stored_offsets(data_dir, GROUP, INPUT, PARTITIONS) == fed
 
 
-def test_quix_streams_exactly_once_is_refused_at_start(tmp_path: Path) -> None:
-    """rustka has no transactions: Quix's exactly-once stops at its first InitProducerId
-    with the broker's answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), rather than hanging
-    or running without the guarantee (docs/kafka.md, "Produce").
+def committed_counts(bootstrap: str, expected: int) -> dict[str, list[int]]:
+    """The counts a read_committed consumer gets from the output, once ``expected`` are
+    there (bounded), per word in order: a count written twice would be one more."""
+    import json
+    import time
 
-    When InitProducerId serves transactional ids (issue 20), this test is to become
-    that issue's Quix exactly-once test: quix_counter.py takes PROCESSING_GUARANTEE.
-    """
+    from tests.kafka.test_transactions_clients import read_all
+
+    deadline = time.monotonic() + START_S
+    values: list[bytes] = []
+    while time.monotonic() < deadline:
+        values = read_all(bootstrap, OUTPUT, True)
+        if len(values) >= expected:
+            break
+        time.sleep(0.5)
+    seen: dict[str, list[int]] = {}
+    for value in values:
+        count = json.loads(value)
+        seen.setdefault(count["word"], []).append(count["count"])
+    assert len(values) == expected, f"{len(values)} of {expected} counts: {seen}"
+    return seen
+
+
+def test_quix_streams_exactly_once_counts_exactly_across_a_kill(tmp_path: Path) -> None:
+    """Quix's exactly-once (issue 20): its transactional producer commits each checkpoint's
+    output with the consumed offsets. Killed with SIGKILL after its first input and
+    started again on more input, a read_committed reader of its output sees every count
+    exactly once, 1, 2, ... n per word over both runs, and the group's offsets are the
+    input's end; aborted or unfinished work never shows."""
     python = app_python("quixstreams")
+    totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
     with start_broker(tmp_path / "data") as daemon:
         bootstrap = f"127.0.0.1:{daemon.port}"
         env = {
@@ -129,14 +151,26 @@ def test_quix_streams_exactly_once_is_refused_at_start(tmp_path: Path) -> None:
             "STATE_DIR": str(tmp_path / "state"),
             "INPUT": INPUT,
             "OUTPUT": OUTPUT,
+            "COMMIT_EVERY": "1",
             "PROCESSING_GUARANTEE": "exactly-once",
         }
         create_topics(bootstrap, {INPUT: PARTITIONS})
         confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
         with start_program(python, "quix_counter.py", [], env, tmp_path) as app:
-            app.wait_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", START_S)
-            assert app.proc.wait(timeout=START_S) == 1
-        assert end_offsets(bootstrap, OUTPUT, 1) == [0]
+            app.wait_for("The application started", START_S)
+            first = committed_counts(bootstrap, sum(FIRST.values()))
+            app.kill()
+        assert first == exact_counts(FIRST)
+        confluent_produce(bootstrap, INPUT, words(SECOND), partition=-1)
+        with start_program(python, "quix_counter.py", [], env, tmp_path) as app:
+            both = committed_counts(bootstrap, sum(totals.values()))
+            assert stop_program(app) == 0, "".join(app.output)
+        assert both == exact_counts(totals)
+        fed = end_offsets(bootstrap, INPUT, PARTITIONS)
+        assert committed(bootstrap, GROUP, INPUT, PARTITIONS) == fed
+        # The output partition holds the counts and the transactions' control batches.
+        [end] = end_offsets(bootstrap, OUTPUT, 1)
+        assert end > sum(totals.values())
 
 
 def test_quix_streams_a_second_instance_takes_over_a_partition_with_its_state(
