@@ -154,8 +154,12 @@ function lineChart(id, series) {
       clear(legend);
       const latest = points.length ? points[points.length - 1] : {};
       for (const s of series) {
-        const item = el("span", { style: "color:" + s.color }, s.label + ": " + fmtRate(latest[s.key] || 0));
+        const peak = points.reduce((m, p) => Math.max(m, p[s.key] || 0), 0);
+        const item = el("span", { class: "series-" + s.key },
+          s.label + ": " + fmtRate(latest[s.key] || 0) + " (peak " + fmtRate(peak) + ")");
         item.dataset.key = s.key;
+        item.dataset.last = String(latest[s.key] || 0);
+        item.dataset.peak = String(peak);
         legend.append(item);
       }
     },

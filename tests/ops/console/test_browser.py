@@ -1,0 +1,229 @@
+"""The console's pages in a real browser: Debian's headless Chromium, driven by selenium
+through Debian's chromium-driver, against a live broker fed by confluent-kafka.
+
+Each check is what a person would see on the page (text in the DOM, not the API's
+JSON). A screenshot of every page is written under the test's tmp dir and copied
+to .cache/console-screenshots/; the run prints where.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import threads
+
+from tests.conftest import within
+from tests.ops.console.conftest import EVIL, ORDERS, TOKEN, Console
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+REPO = Path(__file__).resolve().parents[3]
+WAIT_S = 20
+
+
+def _driver(profile: Path) -> Any:
+    for tool in (CHROMIUM, CHROMEDRIVER):
+        if not Path(tool).exists():
+            pytest.fail(f"{tool} is missing: install Debian's chromium and chromium-driver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is missing: pip install -e '.[test]' (scripts/test does)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(argument)
+    return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+
+
+def _produce(bootstrap: str, partition: int, key: str, value: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce("orders", key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
+    """Runs in a thread (selenium blocks): every page, checked and photographed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _driver(profile)
+    taken: list[str] = []
+
+    def wait(what: str, check: Callable[[Any], Any]) -> Any:
+        return WebDriverWait(driver, WAIT_S).until(check, f"waiting for {what}")
+
+    def text(css: str) -> str:
+        return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+    def shot(name: str) -> None:
+        path = shots / f"{name}.png"
+        assert driver.save_screenshot(str(path)), f"screenshot {name}"
+        taken.append(str(path))
+
+    try:
+        # overview: the cards, and the chart taking new points as the sampler runs
+        driver.get(base + "/#/")
+        wait("the version card", lambda d: text("#version") == "0.1.0")
+        wait("a first chart point", lambda d: int(_points(d, "rate-chart")) >= 2)
+        first = int(_points(driver, "rate-chart"))
+        _produce(bootstrap, 1, "chart", "makes the rate move")
+        wait("the chart to grow", lambda d: int(_points(d, "rate-chart")) > first)
+        wait(
+            "records in/s above zero",
+            lambda d: _legend(d, "rate-chart", "records_in", "peak") > 0,
+        )
+        assert text("#topic-count") == "1"
+        shot("overview")
+
+        # topics list
+        driver.get(base + "/#/topics")
+        row = wait("the orders row", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic]"))
+        assert [r.get_attribute("data-topic") for r in row] == ["orders"]
+        cells = [c.text for c in row[0].find_elements(By.TAG_NAME, "td")]
+        assert cells[0] == "orders" and cells[1] == "2" and cells[3] == str(ORDERS + 3)
+        shot("topics")
+
+        # one topic: its partitions
+        driver.get(base + "/#/topic/orders")
+        wait(
+            "the partitions table",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#partitions-table tbody tr"),
+        )
+        rows = driver.find_elements(By.CSS_SELECTOR, "#partitions-table tbody tr")
+        ends = [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows]
+        assert ends == [str(ORDERS), "3"]
+        shot("topic")
+
+        # messages: a record's value decoded as pretty-printed JSON
+        driver.get(base + "/#/messages/orders/0")
+        wait("records", lambda d: d.find_elements(By.CSS_SELECTOR, "#messages-body tr"))
+        format_select = driver.find_element(By.ID, "format")
+        format_select.find_element(By.CSS_SELECTOR, "option[value=json]").click()
+        last = driver.find_element(
+            By.CSS_SELECTOR, f"#messages-body tr[data-offset='{ORDERS - 1}']"
+        )
+        value = last.find_elements(By.TAG_NAME, "td")[3].text
+        assert json.loads(value) == {"n": ORDERS - 1, "item": "widget"}
+        assert '\n  "item": "widget"' in value, "pretty-printed"
+        assert last.find_elements(By.TAG_NAME, "td")[2].text == f"order-{ORDERS - 1}"
+        shot("messages")
+
+        # a value holding <script> is text on the page, and ran nothing
+        driver.get(base + "/#/messages/orders/1")
+        evil = wait(
+            "the evil record",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#messages-body tr[data-offset='0']"),
+        )
+        assert evil[0].find_elements(By.TAG_NAME, "td")[3].text == EVIL
+        assert driver.find_elements(By.CSS_SELECTOR, "#main script, #main img") == []
+        assert driver.execute_script("return window.pwned === undefined")
+        shot("messages-script-as-text")
+
+        # live tail: a record produced now appears without reloading
+        driver.find_element(By.ID, "tail-button").click()
+        wait("the tail to start", lambda d: text("#tail-button") == "Stop tail")
+        _produce(bootstrap, 1, "tail", "live " + EVIL)
+        arrived = wait(
+            "the tailed record",
+            lambda d: [
+                r
+                for r in d.find_elements(By.CSS_SELECTOR, "#messages-body tr")
+                if r.find_elements(By.TAG_NAME, "td")[2].text == "tail"
+            ],
+        )
+        assert arrived[0].find_elements(By.TAG_NAME, "td")[3].text == "live " + EVIL
+        assert driver.execute_script("return window.pwned === undefined")
+        shot("live-tail")
+
+        # groups: the group's lag, then its page with the lag chart
+        driver.get(base + "/#/groups")
+        group = wait(
+            "the billing row",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-group='billing']"),
+        )
+        assert group[0].find_element(By.CSS_SELECTOR, "td.lag").text == str(ORDERS - 4)
+        shot("groups")
+        driver.get(base + "/#/group/billing")
+        wait("the group's lag", lambda d: text("#group-lag") == str(ORDERS - 4))
+        wait("lag chart points", lambda d: int(_points(d, "lag-chart")) >= 1)
+        assert _legend(driver, "lag-chart", "lag") == ORDERS - 4
+        lag_cells = driver.find_elements(By.CSS_SELECTOR, "#offsets-table td.lag")
+        assert [c.text for c in lag_cells] == [str(ORDERS - 4)]
+        shot("group")
+
+        # an admin action: the token, a confirmation, then the new topic is listed
+        driver.get(base + "/#/topics")
+        wait("the topics table", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic]"))
+        token = driver.find_element(By.ID, "admin-token")
+        token.send_keys(TOKEN)
+        driver.find_element(By.CSS_SELECTOR, "form.inline input[name=name]").send_keys("made-here")
+        driver.find_element(By.CSS_SELECTOR, "form.inline button").click()
+        alert = wait("the confirmation", lambda d: d.switch_to.alert)
+        assert "made-here" in alert.text
+        alert.accept()
+        wait(
+            "the created topic",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic='made-here']"),
+        )
+        shot("topics-after-create")
+    finally:
+        driver.quit()
+    return taken
+
+
+def _points(driver: Any, chart: str) -> str:
+    return str(driver.execute_script(f"return document.getElementById('{chart}').dataset.points"))
+
+
+def _legend(driver: Any, chart: str, key: str, which: str = "last") -> float:
+    """A series' last or peak value as the chart's legend shows it."""
+    from selenium.webdriver.common.by import By
+
+    item = driver.find_element(By.CSS_SELECTOR, f"#{chart}-legend span[data-key='{key}']")
+    shown = item.text.split(": ", 1)[1]
+    last, peak = shown.removesuffix(")").split(" (peak ")
+    assert float(item.get_attribute(f"data-{which}")) == pytest.approx(
+        float(last if which == "last" else peak), abs=0.1
+    )
+    return float(last if which == "last" else peak)
+
+
+@pytest_twisted.ensureDeferred
+async def test_pages_in_a_real_browser(
+    console: Console, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    profile = tmp_path / "chromium-profile"
+    taken = await within(
+        threads.deferToThread(browse, console.base, console.running.address, shots, profile),
+        240,
+    )
+    assert len(taken) == 9
+    copy = REPO / ".cache" / "console-screenshots"
+    copy.mkdir(parents=True, exist_ok=True)
+    for path in taken:
+        shutil.copy(path, copy / Path(path).name)
+    with capsys.disabled():
+        print(f"\nconsole screenshots: {shots} (copied to {copy})")
