@@ -30,6 +30,7 @@ from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
 from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.record.compression import codec_name
+from rustka.record.control import ABORT, COMMIT, marker_type
 from rustka.settings import ConfigError
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
@@ -54,6 +55,7 @@ from rustka.storage.log_files import (
 from rustka.storage.offset_index import INDEX_ENTRY
 from rustka.storage.offsets import decode_key, decode_value
 from rustka.storage.time_index import TIME_INDEX_ENTRY
+from rustka.storage.txn_log import TRANSACTIONS_DIR
 
 __all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]
 
@@ -159,6 +161,9 @@ def dump_segment(path: Path) -> dict[str, Any]:
             entry["error"] = str(exc)
             problems.append(Problem(str(path), pos, str(exc)))
         else:
+            if header.attributes & 0x20:
+                kind = marker_type(data, pos)
+                entry["marker"] = None if kind is None else {COMMIT: "COMMIT", ABORT: "ABORT"}[kind]
             entry["records"] = [
                 {
                     "offset": r.offset,
@@ -230,6 +235,7 @@ def format_dump(dump: dict[str, Any]) -> str:
                 f"base_sequence {b['base_sequence']}"
                 + (" transactional" if b["transactional"] else "")
                 + (" control" if b["control"] else "")
+                + (f" {b['marker']}" if b.get("marker") else "")
             )
             for r in b.get("records", []):
                 lines.append(
@@ -276,8 +282,9 @@ def check_data_dir(data_dir: Path) -> Report:
         return report
     partitions: list[Path] = []
     offsets_dir = data_dir / OFFSETS_TOPIC
+    txn_dir = data_dir / TRANSACTIONS_DIR
     for entry in sorted(data_dir.iterdir()):
-        if entry.name == OFFSETS_TOPIC or not entry.is_dir():
+        if entry.name in (OFFSETS_TOPIC, TRANSACTIONS_DIR) or not entry.is_dir():
             continue
         _check_topic_config(entry, report)
         partitions.extend(
@@ -293,6 +300,8 @@ def check_data_dir(data_dir: Path) -> Report:
         _check_partition(directory, report, commits=False)
     if offsets_dir.is_dir():
         _check_partition(offsets_dir, report, commits=True)
+    if txn_dir.is_dir():
+        _check_partition(txn_dir, report, commits=False)
     return report
 
 
