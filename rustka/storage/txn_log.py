@@ -204,8 +204,14 @@ class TransactionLog:
     any thread.
     """
 
-    def __init__(self, log: PartitionLog) -> None:
+    def __init__(
+        self, log: PartitionLog | None, directory: Path, config: LogConfig | None = None
+    ) -> None:
+        # No directory until the first transactional id: a data dir without
+        # transactions looks as it did before them.
         self.log = log
+        self.directory = directory
+        self._config = config
         self.replay_skipped = 0
         self.skipped_batches: list[SkippedBatch] = []
         self._state: dict[str, TxnMetadata] = {}
@@ -217,16 +223,18 @@ class TransactionLog:
         """Open (or create) the log and replay it; retention never applies to it."""
         log_config = dataclasses.replace(config, retention_ms=None, retention_bytes=None)
         directory = Path(data_dir) / TRANSACTIONS_DIR
+        if not directory.is_dir():
+            return cls(None, directory, log_config)
         records, skipped = salvage(directory, torn_tail_ok=recover)
         log = PartitionLog.open(directory, log_config, recover=recover)
-        store = cls(log)
+        store = cls(log, directory, log_config)
         try:
             for record in records:
                 store._records += 1
                 store._apply(record)
             store.skipped_batches = skipped
             if skipped:
-                store.compact(force=True)
+                store.compact()
         except BaseException:
             log.close()
             raise
@@ -253,6 +261,9 @@ class TransactionLog:
         state only once it is durable."""
         key = encode_key(meta.transactional_id)
         value = None if remove else encode_value(meta)
+        if self.log is None:
+            assert self._config is not None
+            self.log = PartitionLog.open(self.directory, self._config)
         self.log.append(encode_batch([Record(key, value)], timestamp=ms_now()))
         self.log.flush()
         self._records += 1
@@ -264,12 +275,14 @@ class TransactionLog:
         if self._records > max(COMPACT_RATIO * len(self._state), COMPACT_MIN_RECORDS):
             self.compact()
 
-    def compact(self, *, force: bool = False) -> None:
+    def compact(self) -> None:
         """Rewrite the live entries into a fresh segment and drop the older ones (crash-safe
         by order, as `OffsetsStore.compact`: the copy is durable before anything goes)."""
         with self._lock:
             items = list(self._state.values())
         log = self.log
+        if log is None:
+            return
         log.roll()
         start = log.end_offset
         if items:
@@ -287,4 +300,5 @@ class TransactionLog:
         return self._records
 
     def close(self) -> None:
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
