@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest_twisted
 
 from rustka.config import ConfigError
 from rustka.ops.console.api import MAX_RECORDS
+from rustka.record.batch import parse_header
 from tests.conftest import start_broker, within
 from tests.ops.console.conftest import (
     EVIL,
@@ -366,3 +368,87 @@ def test_a_missing_token_file_stops_the_start(data_dir: Path, tmp_path: Path) ->
     short.write_text("abc\n")
     with pytest.raises(ConfigError, match="16 characters"):
         build_service(config.updated({"console_token_file": str(short)}))
+
+
+def _hold_group(bootstrap: str, joined: threading.Event, leave: threading.Event) -> None:
+    """Runs in a thread: a confluent-kafka consumer in group live-readers until told."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "live-readers",
+            "client.id": "console-test",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe(["orders"])
+        for _ in range(600):
+            consumer.poll(0.1)
+            if consumer.assignment():
+                joined.set()
+            if leave.is_set():
+                break
+    finally:
+        consumer.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_live_group_shows_members_and_refuses_a_reset(console: Console) -> None:
+    from twisted.internet import threads
+
+    joined, leave = threading.Event(), threading.Event()
+    held = threads.deferToThread(_hold_group, console.running.address, joined, leave)
+    try:
+        assert await within(threads.deferToThread(joined.wait, 60), 70), "never assigned"
+        group = await get_json(console, "/api/groups/live-readers")
+        assert group["state"] == "Stable" and group["protocol_type"] == "consumer"
+        [member] = group["members"]
+        assert member["client_id"] == "console-test"
+        assert member["assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
+        cookie, csrf = await _session(console)
+        code, _, body = await http(
+            console, "/api/admin/groups/live-readers/reset-offsets", "POST",
+            {"topic": "orders", "to": 0}, _admin_headers(console, cookie, csrf),
+        )  # fmt: skip
+        assert code == 409 and b"live members" in body
+    finally:
+        leave.set()
+        await within(held, 60)
+
+
+@pytest_twisted.ensureDeferred
+async def test_reset_to_an_offset_and_compressed_records(console: Console) -> None:
+    from twisted.internet import threads
+
+    def produce_lz4(bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4"})
+        for i in range(20):
+            producer.produce("orders", key=b"z", value=b"squeezed %d " % i * 20, partition=1)
+        assert producer.flush(30) == 0
+
+    await within(threads.deferToThread(produce_lz4, console.running.address), 60)
+    page = await get_json(console, "/api/topics/orders/partitions/1/messages?offset=2&limit=20")
+    assert [r["offset"] for r in page["records"]] == list(range(2, 22))
+    assert page["records"][5]["value"]["text"] == "squeezed 5 " * 20
+    stored = await within(console.running.broker.read("orders", 1, 2, 1 << 20))
+    assert parse_header(stored.chunks[0]).attributes & 0x07 == 3, "kept as lz4 batches"
+    cookie, csrf = await _session(console)
+    code, _, body = await http(
+        console, "/api/admin/groups/billing/reset-offsets", "POST",
+        {"topic": "orders", "to": 7, "partitions": [0]}, _admin_headers(console, cookie, csrf),
+    )  # fmt: skip
+    assert code == 200, body
+    group = await get_json(console, "/api/groups/billing")
+    assert [(o["partition"], o["committed"], o["lag"]) for o in group["offsets"]] == [
+        (0, 7, ORDERS - 7)
+    ]
+    for bad in ({"topic": "orders", "to": "soon"}, {"topic": "orders", "to": 1, "partitions": [5]}):
+        code, _, _ = await http(
+            console, "/api/admin/groups/billing/reset-offsets", "POST", bad,
+            _admin_headers(console, cookie, csrf),
+        )  # fmt: skip
+        assert code == 400, bad
