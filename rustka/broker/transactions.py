@@ -177,6 +177,10 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         return self._meta.get(transactional_id)
 
+    def open_count(self) -> int:
+        """Transactions open or being completed (metrics)."""
+        return sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
+
     # -- plumbing ----------------------------------------------------------------
 
     def _locked(self, transactional_id: str, f: Callable[..., Any], *args: Any) -> Any:

@@ -81,6 +81,7 @@ class BrokerCollector(Collector):
         yield from self._traffic()
         yield from self._partitions()
         yield from self._cleaner()
+        yield from self._transactions()
         yield from self._authorization()
         yield from self._authentication()
         yield self._lag()
@@ -226,6 +227,11 @@ class BrokerCollector(Collector):
             "segments": GaugeMetricFamily(
                 "rustka_partition_segments", "Segment files in the log.", labels=labels
             ),
+            "stable": GaugeMetricFamily(
+                "rustka_partition_last_stable_offset",
+                "First offset of the earliest open transaction, else the end offset.",
+                labels=labels,
+            ),
         }
         logs = self.broker.logs
         topics = sorted(logs.topics.items()) if logs is not None else []
@@ -236,7 +242,28 @@ class BrokerCollector(Collector):
                 families["end"].add_metric(key, plog.end_offset)
                 families["size"].add_metric(key, plog.size_bytes)
                 families["segments"].add_metric(key, len(plog.segments))
+                families["stable"].add_metric(key, plog.last_stable_offset)
         yield from families.values()
+
+    def _transactions(self) -> Iterator[Metric]:
+        """Transactions by how they ended since the start, and those open now
+        (docs/kafka.md, "Transactions")."""
+        coordinator = self.broker.transactions
+        outcomes = coordinator.outcomes
+        ended = CounterMetricFamily(
+            "rustka_transactions",
+            "Transactions ended since the start: committed, aborted by their producer, "
+            "aborted at their timeout, aborted by a newer producer fencing the old one.",
+            labels=("outcome",),
+        )
+        for outcome in ("committed", "aborted", "timed_out", "fenced"):
+            ended.add_metric((outcome,), getattr(outcomes, outcome))
+        yield ended
+        yield GaugeMetricFamily(
+            "rustka_transactions_open",
+            "Transactional ids with a transaction open or being completed.",
+            value=coordinator.open_count(),
+        )
 
     def _authorization(self) -> Iterator[Metric]:
         """ACLs in force and requests refused by them (docs/security.md); nothing while

@@ -444,3 +444,30 @@ async def test_authentications_by_mechanism_and_result(
     finally:
         await started.listener.stopService()
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_transactions_by_outcome_and_the_last_stable_offset(metrics: Metrics) -> None:
+    """rustka_transactions_total counts ended transactions by outcome, the open ones are a
+    gauge, and each partition reports its last stable offset."""
+    from tests.storage.test_transactions import txn_batch
+
+    core = metrics.running.broker
+    txn = core.transactions
+    await core.create_topic("tx", 1)
+    pid, epoch = await txn.init_producer_id("m", 60_000)
+    await txn.add_partitions("m", pid, epoch, [("tx", 0)])
+    await core.append("tx", 0, txn_batch(pid, 0), auto_create=False, transactional_id="m")
+    samples = await _scrape(metrics.port)
+    assert _value(samples, "rustka_transactions_open") == 1
+    assert _value(samples, "rustka_partition_last_stable_offset", topic="tx", partition="0") == 0
+    await txn.end_transaction("m", pid, epoch, True)
+    pid2, epoch2 = await txn.init_producer_id("n", 60_000)
+    await txn.add_partitions("n", pid2, epoch2, [("tx", 0)])
+    await txn.end_transaction("n", pid2, epoch2, False)
+    samples = await _scrape(metrics.port)
+    assert _value(samples, "rustka_transactions_total", outcome="committed") == 1
+    assert _value(samples, "rustka_transactions_total", outcome="aborted") == 1
+    assert _value(samples, "rustka_transactions_total", outcome="timed_out") == 0
+    assert _value(samples, "rustka_transactions_open") == 0
+    assert _value(samples, "rustka_partition_last_stable_offset", topic="tx", partition="0") == 4
