@@ -628,6 +628,14 @@ class Config:
         "authorizer_enabled).",
         _CONSOLE,
     )
+    console_allowed_hosts: str = setting(
+        Kind.LIST,
+        "",
+        "Host names the console answers to besides IP addresses, localhost and this "
+        "machine's name (a defence against DNS rebinding); add a reverse proxy's name.",
+        _CONSOLE,
+        example="console.example.com",
+    )
     listen_security: str = setting(
         Kind.LIST,
         "",

@@ -28,6 +28,7 @@ from rustka.ops.console.api import (
 )
 from rustka.ops.console.rates import DEFAULT_INTERVAL_S, RateSampler
 from rustka.ops.listeners import Listener
+from rustka.settings import split_list
 
 _TYPES = {
     ".html": b"text/html; charset=utf-8",
@@ -78,6 +79,14 @@ class ConsoleResource(resource.Resource):
         request.setHeader(b"content-type", content_type)
         request.setHeader(b"content-security-policy", CONTENT_SECURITY_POLICY)
         return body
+
+    def render(self, request: server.Request) -> Any:
+        if not self.guard.host_allowed(request):
+            request.setResponseCode(421)
+            security_headers(request)
+            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+            return b"unknown Host: add it to console_allowed_hosts\n"
+        return super().render(request)
 
     def render_GET(self, request: server.Request) -> Any:
         parts = path_segments(request)
@@ -190,7 +199,9 @@ def console_service(
     token = read_token(config.console_token_file)
     sampler = RateSampler(broker, reactor, sample_interval_s)
     api = ReadApi(broker, factory, kafka_factory, sampler, time.time())
-    guard = Guard(token, config.console_principal, broker.access)
+    guard = Guard(
+        token, config.console_principal, broker.access, split_list(config.console_allowed_hosts)
+    )
     site = ConsoleSite(ConsoleResource(api, AdminApi(broker, guard), guard))
     listener = Listener(config.console_listen, "console_listen", site, reactor, backlog=backlog)
     return ConsoleService(listener, sampler, site)

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
+import socket
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +62,42 @@ def _header(request: server.Request, name: bytes) -> str | None:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
-class Guard:
-    """The checks every admin POST passes (see the module docstring)."""
+def host_name(host: str) -> str:
+    """``Host``'s name without its port, lower-cased (``[::1]:80`` is ``::1``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
-    def __init__(self, token: bytes | None, principal: str, access: Any) -> None:
+
+class Guard:
+    """The checks every request (the Host) and every admin POST (the rest) passes."""
+
+    def __init__(
+        self, token: bytes | None, principal: str, access: Any, allowed_hosts: Iterable[str] = ()
+    ) -> None:
         self.token = token
         self.principal = principal
         self.access = access
         self._secret = secrets.token_bytes(32)
+        self.allowed_hosts = {"localhost", socket.gethostname().lower()}
+        self.allowed_hosts.update(h.strip().lower() for h in allowed_hosts if h.strip())
+
+    def host_allowed(self, request: server.Request) -> bool:
+        """DNS rebinding: a page of another site whose name now points here is still
+        that other site to the browser, so it could read the API unless answers go
+        only to the names this console is known by (an IP address, localhost, this
+        machine's name, ``console_allowed_hosts``)."""
+        name = host_name(_header(request, b"host") or "")
+        if not name:
+            return False
+        if name in self.allowed_hosts or name.endswith(".localhost"):
+            return True
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
 
     def csrf_for(self, session: bytes) -> str:
         return hmac.new(self._secret, session, hashlib.sha256).hexdigest()

@@ -515,6 +515,8 @@ class Tail:
                 if self.done:
                     break
                 self.offset = max(self.offset, page.next_offset)
+                # the id is where to resume: EventSource sends it back as Last-Event-ID
+                request.write(b"id: %d\n" % page.next_offset)
                 self._event("records", {"next_offset": page.next_offset, "records": page.records})
         except defer.CancelledError:
             pass
@@ -544,6 +546,11 @@ def start_tail(api: ReadApi, request: server.Request, topic: str, partition: int
         return server.NOT_DONE_YET
     try:
         _start, end = api.broker.bounds(topic, partition)
+        resume = request.getHeader(b"last-event-id")
+        if resume is not None and "offset" not in params:
+            params["offset"] = (
+                resume.decode("ascii", "replace") if isinstance(resume, bytes) else resume
+            )
         offset = int_param(params, "offset", end)
         limit = int_param(params, "limit", DEFAULT_RECORDS)
     except Exception as e:

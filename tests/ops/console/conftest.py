@@ -62,7 +62,9 @@ class Console:
         return f"http://127.0.0.1:{self.port}"
 
 
-async def start_console(data_dir: Path, token_file: Path | None, **settings: Any) -> Console:
+async def start_console(
+    data_dir: Path, token_file: Path | None, console_allowed_hosts: str = "", **settings: Any
+) -> Console:
     """The broker with its console built as tap builds it, sampling every 0.2 s."""
     from twisted.internet import reactor
 
@@ -73,6 +75,7 @@ async def start_console(data_dir: Path, token_file: Path | None, **settings: Any
         {
             "console_listen": "tcp:0:interface=127.0.0.1",
             "console_token_file": str(token_file) if token_file else None,
+            "console_allowed_hosts": console_allowed_hosts,
         }
     )
     console = console_service(

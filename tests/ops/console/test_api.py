@@ -452,3 +452,61 @@ async def test_reset_to_an_offset_and_compressed_records(console: Console) -> No
             _admin_headers(console, cookie, csrf),
         )  # fmt: skip
         assert code == 400, bad
+
+
+@pytest_twisted.ensureDeferred
+async def test_only_known_host_names_are_answered(console: Console) -> None:
+    """DNS rebinding: evil.example resolving to 127.0.0.1 must not get the data."""
+    port = console.port
+    for host, status in (
+        (f"evil.example:{port}", 421),
+        ("evil.example", 421),
+        (f"localhost:{port}", 200),
+        (f"127.0.0.1:{port}", 200),
+        (f"[::1]:{port}", 200),
+    ):
+        code, _, body = await http(console, "/api/topics", headers={"Host": host})
+        assert code == status, (host, body)
+    code, _, body = await http(
+        console, "/api/admin/topics", "POST", {"name": "x", "partitions": 1},
+        {"Host": "evil.example", "Origin": "http://evil.example"},
+    )  # fmt: skip
+    assert code == 421 and b"orders" not in body
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_configured_host_name_is_answered(data_dir: Path) -> None:
+    made = await start_console(data_dir, None, console_allowed_hosts="console.example.com")
+    try:
+        code, _, _ = await http(made, "/", headers={"Host": "console.example.com:8080"})
+        assert code == 200
+        code, _, _ = await http(made, "/", headers={"Host": "other.example.com"})
+        assert code == 421
+    finally:
+        await made.console.stopService()
+        await made.running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_tail_resumes_from_its_last_event_id(console: Console) -> None:
+    from twisted.internet import reactor
+    from twisted.web.client import Agent
+    from twisted.web.http_headers import Headers
+
+    from tests.ops.console.conftest import _Collect
+
+    response = await within(
+        Agent(reactor).request(
+            b"GET",
+            (console.base + "/api/topics/orders/partitions/0/tail").encode(),
+            Headers({"Last-Event-ID": ["8"]}),
+        )
+    )
+    got = _Collect()
+    response.deliverBody(got)
+    data = await within(got.wait_for(b"event: records"))
+    assert b"id: 10\n" in data
+    event = data.split(b"event: records\ndata: ", 1)[1].split(b"\n\n", 1)[0]
+    assert [r["offset"] for r in json.loads(event)["records"]] == [8, 9]
+    response._transport.loseConnection()
+    await within(got.done)
