@@ -155,3 +155,49 @@ async def test_a_listener_without_security_needs_nothing_and_refuses_sasl(
         assert sorted(running.broker.topics) == ["open"]
     finally:
         await running.stop()
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Passing pyOpenSSL X509 objects is deprecated:DeprecationWarning",
+    "ignore:Passing pyOpenSSL PKey objects is deprecated:DeprecationWarning",
+)
+@pytest_twisted.ensureDeferred
+async def test_a_client_certificate_names_the_native_principal(tmp_path: Path) -> None:
+    """On an mtls listener the native client's certificate is its login: no SASL op,
+    the subject mapped by the rule; without a certificate the handshake fails."""
+    from tests.security.pki import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    roots = tmp_path / "roots"
+    roots.mkdir()
+    (roots / "ca.pem").write_bytes(pki["ca"].read_bytes())
+    tls = f"privateKey={pki['server_key']}:certKey={pki['server_cert']}"
+    running = await start_broker(
+        tmp_path / "data",
+        listen=[f"ssl:0:interface=127.0.0.1:{tls}"],
+        listen_security="mtls",
+        ssl_client_ca_file=str(pki["ca"]),
+        ssl_principal_mapping_rules="RULE:^CN=([^,]*),O=rustka$/$1/",
+    )
+    from twisted.internet import reactor
+
+    endpoint = f"tls:127.0.0.1:{running.port}:trustRoots={roots}"
+    try:
+        c = await within(
+            defer.ensureDeferred(
+                connect(
+                    reactor,
+                    f"{endpoint}:certificate={pki['client_cert']}:privateKey={pki['client_key']}",
+                )
+            )
+        )
+        await within(c.create_topic("certified", 1))
+        [connection] = running.factory.connections
+        assert connection.principal == Principal("User", "carol")
+        await c.close()
+        with pytest.raises((ConnectionClosed, AuthenticationRequired, BrokerError)):
+            anonymous = await within(defer.ensureDeferred(connect(reactor, endpoint)))
+            await within(anonymous.create_topic("uncertified", 1))
+        assert list(running.broker.topics) == ["certified"]
+    finally:
+        await running.stop()
