@@ -510,3 +510,49 @@ async def test_a_tail_resumes_from_its_last_event_id(console: Console) -> None:
     assert [r["offset"] for r in json.loads(event)["records"]] == [8, 9]
     response._transport.loseConnection()
     await within(got.done)
+
+
+@pytest_twisted.ensureDeferred
+async def test_before_the_storage_opens_the_api_says_so(data_dir: Path) -> None:
+    """The console binds at start, like /metrics, so a long recovery can be watched."""
+    from twisted.internet import reactor
+
+    from rustka.config import Config
+    from rustka.ops.console import console_service
+    from rustka.ops.tap import build_service
+
+    config = Config().updated(
+        {"data_dir": str(data_dir), "console_listen": "tcp:0:interface=127.0.0.1"}
+    )
+    top = build_service(config, reactor)
+    console = console_service(config, top.broker, top.factory, reactor)
+    console.startService()
+    try:
+        await within(console.listening)
+        made = Console(None, console)  # type: ignore[arg-type]
+        for path in ("/api/topics", "/api/groups", "/api/topics/orders/partitions/0/messages"):
+            code, _, body = await http(made, path)
+            assert code == 503, (path, body)
+            assert "error" in json.loads(body)
+        code, _, _ = await http(made, "/")
+        assert code == 200
+    finally:
+        await console.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_live_tails_are_capped(console: Console) -> None:
+    from rustka.ops.console.api import MAX_TAILS
+
+    opened = []
+    try:
+        for _ in range(MAX_TAILS):
+            response, got = await stream(console, "/api/topics/orders/partitions/0/tail")
+            await within(got.wait_for(b"event: hello"))
+            opened.append((response, got))
+        code, _, body = await http(console, "/api/topics/orders/partitions/0/tail")
+        assert code == 503 and str(MAX_TAILS).encode() in body
+    finally:
+        for response, got in opened:
+            response._transport.loseConnection()
+            await within(got.done)
