@@ -481,3 +481,62 @@ async def test_a_session_lifetime_is_announced_and_re_authentication_keeps_the_c
             )
     finally:
         await running.stop()
+
+
+def produce_until(address: str, done: Any) -> int:
+    """Produce one record at a time on one producer until ``done()`` (bounded); the
+    number of records delivered."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": address,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": PASSWORD,
+            **QUICK,
+        }
+    )
+    failures: list[str] = []
+    for i in range(400):
+        producer.produce(
+            "reauth", value=f"r{i}".encode(), partition=0,
+            on_delivery=lambda e, m: e and failures.append(str(e)),
+        )  # fmt: skip
+        if producer.flush(10) or failures:
+            raise AssertionError(f"record {i} not delivered: {failures}")
+        if done():
+            return i + 1
+        producer.poll(0.05)
+    raise AssertionError("no connection logged in twice")
+
+
+@pytest_twisted.ensureDeferred
+async def test_librdkafka_re_authenticates_before_its_session_ends(
+    tmp_path: Path, log_watcher: Any
+) -> None:
+    """KIP-368 with a real client: told a 1.5 s lifetime, librdkafka logs in again on
+    a connection it keeps open (the same peer address logs in twice), and every record
+    before and after is delivered."""
+    data_dir = tmp_path / "data"
+    store = CredentialStore(data_dir / "credentials")
+    store.upsert("alice", "SCRAM-SHA-256", derive_credential(MECHANISMS["SCRAM-SHA-256"], PASSWORD))
+    running = await start_broker(data_dir, listen_security="sasl", connections_max_reauth_ms=1500)
+
+    def peers() -> list[str]:
+        lines = log_watcher.messages("authenticated as User:alice")
+        return [line.split(" authenticated as ")[0].split()[-1] for line in lines]
+
+    def logged_in_twice() -> bool:
+        seen = peers()
+        return len(seen) != len(set(seen))
+
+    try:
+        delivered = await in_thread(produce_until, running.address, logged_in_twice)
+        assert logged_in_twice(), peers()
+        assert running.top.authenticator.stats.failures == {}
+        stored = [r.value for _, rs in await stored_batches(running, "reauth", 0) for r in rs]
+        assert stored == [f"r{i}".encode() for i in range(delivered)]
+    finally:
+        await running.stop()
