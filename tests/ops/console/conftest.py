@@ -17,6 +17,9 @@ TIMEOUT = 20
 TOKEN = "console-admin-token-0123456789"
 EVIL = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
 """A value a page would run if it ever inserted data as markup."""
+EVIL_GROUP = '<img src=x onerror="window.pwned=3">/team'
+"""A legal group id (any printable characters), with a slash for the paths too."""
+EVIL_HEADER = ("<b onclick=x>h</b>", b"<svg onload=window.pwned=4>")
 ORDERS = 10
 """Records produced to orders-0; the group commits 4 of them, so its lag is 6."""
 
@@ -34,7 +37,7 @@ def seed(bootstrap: str) -> None:
             partition=0,
             headers=[("source", b"test")],
         )
-    producer.produce("orders", key="evil", value=EVIL, partition=1)
+    producer.produce("orders", key="evil", value=EVIL, partition=1, headers=[EVIL_HEADER])
     producer.produce("orders", key=b"\x00\xff", value=b"\x00\x01\xfe\xff", partition=1)
     assert producer.flush(30) == 0
     consumer = Consumer(
@@ -42,6 +45,11 @@ def seed(bootstrap: str) -> None:
     )
     try:
         consumer.commit(offsets=[TopicPartition("orders", 0, 4)], asynchronous=False)
+    finally:
+        consumer.close()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": EVIL_GROUP})
+    try:
+        consumer.commit(offsets=[TopicPartition("orders", 1, 1)], asynchronous=False)
     finally:
         consumer.close()
 

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import pytest_twisted
@@ -16,6 +17,8 @@ from rustka.record.batch import parse_header
 from tests.conftest import start_broker, within
 from tests.ops.console.conftest import (
     EVIL,
+    EVIL_GROUP,
+    EVIL_HEADER,
     ORDERS,
     TOKEN,
     Console,
@@ -146,7 +149,14 @@ async def test_script_value_is_escaped_json(console: Console) -> None:
     assert headers.getRawHeaders("x-content-type-options") == ["nosniff"]
     assert b"<script>" not in body and b"<img" not in body
     assert b"\\u003cscript\\u003e" in body
-    assert json.loads(body)["records"][0]["value"]["text"] == EVIL
+    [record] = json.loads(body)["records"]
+    assert record["value"]["text"] == EVIL
+    assert record["headers"] == [
+        {
+            "key": EVIL_HEADER[0],
+            "value": {"size": len(EVIL_HEADER[1]), "text": EVIL_HEADER[1].decode()},
+        }
+    ]
 
 
 @pytest_twisted.ensureDeferred
@@ -170,6 +180,8 @@ async def test_groups_lag_per_partition(console: Console) -> None:
     assert group["lag_history"][-1]["lag"] == ORDERS - 4
     code, _, _ = await http(console, "/api/groups/nobody")
     assert code == 404
+    evil = await get_json(console, "/api/groups/" + quote(EVIL_GROUP, safe=""))
+    assert evil["group"] == EVIL_GROUP and evil["lag"] == 2 - 1
 
 
 @pytest_twisted.ensureDeferred

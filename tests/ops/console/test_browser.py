@@ -13,13 +13,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import pytest_twisted
 from twisted.internet import threads
 
 from tests.conftest import within
-from tests.ops.console.conftest import EVIL, ORDERS, TOKEN, Console
+from tests.ops.console.conftest import EVIL, EVIL_GROUP, EVIL_HEADER, ORDERS, TOKEN, Console
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -136,6 +137,8 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             lambda d: d.find_elements(By.CSS_SELECTOR, "#messages-body tr[data-offset='0']"),
         )
         assert evil[0].find_elements(By.TAG_NAME, "td")[3].text == EVIL
+        header = f"{EVIL_HEADER[0]}: {EVIL_HEADER[1].decode()}"
+        assert evil[0].find_elements(By.TAG_NAME, "td")[4].text == header
         assert driver.find_elements(By.CSS_SELECTOR, "#main script, #main img") == []
         assert driver.execute_script("return window.pwned === undefined")
         shot("messages-script-as-text")
@@ -163,7 +166,16 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-group='billing']"),
         )
         assert group[0].find_element(By.CSS_SELECTOR, "td.lag").text == str(ORDERS - 4)
+        names = [r.find_element(By.TAG_NAME, "td").text for r in d_rows(driver, "tr[data-group]")]
+        assert EVIL_GROUP in names, names
+        assert driver.find_elements(By.CSS_SELECTOR, "#main img, #main script") == []
         shot("groups")
+        driver.get(base + "/#/group/" + quote(EVIL_GROUP, safe=""))
+        wait("the odd group's name", lambda d: text("#group-name") == EVIL_GROUP)
+        # orders-1 holds the 2 seeded records, "chart" and "tail"; the group committed 1
+        wait("the odd group's lag", lambda d: text("#group-lag") == "3")
+        assert driver.execute_script("return window.pwned === undefined")
+        shot("group-named-with-markup")
         driver.get(base + "/#/group/billing")
         wait("the group's lag", lambda d: text("#group-lag") == str(ORDERS - 4))
         wait("lag chart points", lambda d: int(_points(d, "lag-chart")) >= 1)
@@ -190,6 +202,12 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
     finally:
         driver.quit()
     return taken
+
+
+def d_rows(driver: Any, css: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, css))
 
 
 def _points(driver: Any, chart: str) -> str:
@@ -220,7 +238,7 @@ async def test_pages_in_a_real_browser(
         threads.deferToThread(browse, console.base, console.running.address, shots, profile),
         240,
     )
-    assert len(taken) == 9
+    assert len(taken) == 10
     copy = REPO / ".cache" / "console-screenshots"
     copy.mkdir(parents=True, exist_ok=True)
     for path in taken:
