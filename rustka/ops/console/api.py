@@ -202,7 +202,8 @@ class ReadApi:
         self.kafka_factory = kafka_factory
         self.sampler = sampler
         self.started = started
-        self.tails = 0
+        self.tails: set[Tail] = set()
+        """The live tails streaming now."""
         self._disk: tuple[float, dict[str, int]] | None = None
 
     # -- overview ------------------------------------------------------------------
@@ -486,7 +487,7 @@ class Tail:
         request = self.request
         request.notifyFinish().addBoth(self._stop)
         request.registerProducer(self, True)
-        self.api.tails += 1
+        self.api.tails.add(self)
         try:
             self._event(
                 "hello", {"topic": self.topic, "partition": self.partition, "offset": self.offset}
@@ -527,7 +528,7 @@ class Tail:
             if not self.done:
                 self._event("error", {"error": message})
         finally:
-            self.api.tails -= 1
+            self.api.tails.discard(self)
             self.done = True
             if not request.finished and not request._disconnected:  # type: ignore[attr-defined]
                 request.unregisterProducer()
@@ -541,7 +542,7 @@ def start_tail(api: ReadApi, request: server.Request, topic: str, partition: int
     if fmt not in FORMATS:
         send_json(request, 400, {"error": f"format: one of {', '.join(FORMATS)}"})
         return server.NOT_DONE_YET
-    if api.tails >= MAX_TAILS:
+    if len(api.tails) >= MAX_TAILS:
         send_json(request, 503, {"error": f"at most {MAX_TAILS} live tails at once"})
         return server.NOT_DONE_YET
     try:

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 import pytest_twisted
+from twisted.internet import protocol
 
 from rustka.config import ConfigError
 from rustka.ops.console.api import MAX_RECORDS
@@ -202,18 +203,18 @@ async def test_live_tail_streams_new_records(console: Console) -> None:
     assert (partition, records[0]["offset"]) == (0, ORDERS), "key 'live' hashes to 0"
     assert offset == ORDERS
     assert records[0]["value"]["text"] == EVIL
-    assert console.console.site.resource.api.tails == 1
+    assert len(console.console.site.resource.api.tails) == 1
     response._transport.loseConnection()
     await within(got.done)
     api = console.console.site.resource.api
     for _ in range(50):
-        if api.tails == 0:
+        if not api.tails:
             break
         from twisted.internet import reactor
         from twisted.internet.task import deferLater
 
         await deferLater(reactor, 0.05, lambda: None)
-    assert api.tails == 0, "a hung-up tail is ended"
+    assert not api.tails, "a hung-up tail is ended"
 
 
 # -- admin actions ---------------------------------------------------------------------
@@ -568,3 +569,57 @@ async def test_live_tails_are_capped(console: Console) -> None:
         for response, got in opened:
             response._transport.loseConnection()
             await within(got.done)
+
+
+class _SlowReader(protocol.Protocol):
+    """A tail reader that stops reading (the socket fills) until told to go on."""
+
+    def __init__(self, request: bytes) -> None:
+        self.request = request
+        self.data = bytearray()
+
+    def connectionMade(self) -> None:
+        self.transport.write(self.request)
+        self.transport.pauseProducing()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.data += data
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_tail_whose_reader_stops_reading_is_paused(console: Console) -> None:
+    """Backpressure, not buffering: ~30 MB of backlog to a reader that reads nothing
+    leaves the tail paused part-way; once the reader reads, it gets everything."""
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+    from twisted.internet.task import deferLater
+
+    count, size = 150, 200_000
+    client = await console.running.client()
+    try:
+        for i in range(count):
+            await within(client.produce("bulk", b"k", bytes([65 + i % 26]) * size))
+    finally:
+        await client.close()
+    api = console.console.site.resource.api
+    reader = _SlowReader(
+        b"GET /api/topics/bulk/partitions/0/tail?offset=0 HTTP/1.1\r\n"
+        b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    await within(connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", console.port), reader))
+    try:
+        for _ in range(200):
+            tail = next(iter(api.tails), None)
+            if tail is not None and tail._paused is not None:
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        assert tail is not None and tail._paused is not None, "the tail never paused"
+        assert tail.offset < count, "paused before reading the whole backlog"
+        reader.transport.resumeProducing()
+        for _ in range(400):
+            if b"id: %d\n" % count in reader.data:
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        assert b"id: %d\n" % count in reader.data, "the reader got the whole backlog"
+    finally:
+        reader.transport.loseConnection()
