@@ -13,6 +13,8 @@ Workloads (spec["workload"]):
 
 - ``K1`` produce ``count`` records (16-byte key, 100-byte value) to partition 0,
   acks=all; every 1000th record's offset checked against the first's.
+- ``K1T`` K1 from a transactional producer (``transactional.id``, so idempotent),
+  committing a transaction every ``TXN_EVERY`` records (docs/kafka.md, "Transactions").
 - ``K2`` one record at a time, ``flush()`` after each produce; p50/p99 latency.
 - ``K3`` read ``count`` records from offset 0 by assignment; every offset once, in order.
 - ``K4`` group consume with commits: half with one consumer (``subscribe``,
@@ -66,6 +68,7 @@ CONSUMER: dict[str, Any] = {
     # a 47 s wait; 6 s is a setting a real Kafka cluster accepts too.
     "session.timeout.ms": 6000,
 }
+TXN_EVERY = 1000
 CONSUME_BATCH = 10_000
 COMMIT_EVERY = 10_000
 TIMEOUT = 60.0
@@ -158,6 +161,45 @@ def k1(spec: dict[str, Any]) -> Result:
     problem = seen.check(0, n)
     result.ok = not problem
     result.note = problem or "linger 5 ms, batch 1 MiB, acks=all"
+    return result
+
+
+def k1t(spec: dict[str, Any]) -> Result:
+    """K1 in transactions of TXN_EVERY records each, every one committed."""
+    topic = spec["name"]
+    n = spec["count"]
+    _ensure_topic(spec, topic)
+    seen = _Deliveries()
+    settings = {**PRODUCER, "enable.idempotence": True, "transactional.id": f"bench-{topic}"}
+    producer = Producer({"bootstrap.servers": _bootstrap(spec), **settings})
+    producer.init_transactions(TIMEOUT)
+    producer.list_topics(topic, TIMEOUT)
+    clock = Clock(spec["server_pid"])
+    clock.start()
+    done = 0
+    while done < n:
+        size = min(TXN_EVERY, n - done)
+        producer.begin_transaction()
+        produce = producer.produce
+        for i in range(done, done + size):
+            last = i == done + size - 1
+            callback = seen.callback(i) if i % SAMPLE_EVERY == 0 or last else None
+            while True:
+                try:
+                    if callback is None:
+                        produce(topic, VALUE, key_for(i), 0)
+                    else:
+                        produce(topic, VALUE, key_for(i), 0, callback)
+                    break
+                except BufferError:
+                    producer.poll(0.001)
+        producer.commit_transaction(TIMEOUT)
+        done += size
+    result = clock.stop(Result(records=n))
+    # Each commit adds a marker offset, so offsets are not base + i: check the count.
+    problem = "" if not seen.errors else f"{seen.errors} sampled records failed"
+    result.ok = not problem
+    result.note = problem or f"transactions of {TXN_EVERY}, linger 5 ms, acks=all"
     return result
 
 
@@ -335,7 +377,7 @@ def probe(spec: dict[str, Any]) -> Result:
     return Result(ok=bool(meta.brokers), note=f"{len(meta.brokers)} broker(s)")
 
 
-WORKLOADS = {"K1": k1, "K2": k2, "K3": k3, "K4": k4, "LOAD": load, "PROBE": probe}
+WORKLOADS = {"K1": k1, "K1T": k1t, "K2": k2, "K3": k3, "K4": k4, "LOAD": load, "PROBE": probe}
 
 
 def run(spec: dict[str, Any]) -> Result:

@@ -100,6 +100,7 @@ def child(data_dir: Path, die_after: int | None) -> int:
             await core.append(TOPIC, p, batch, auto_create=False, transactional_id=TXN_ID)
         await txn.txn_offset_commit(TXN_ID, pid, epoch, GROUP, {(TOPIC, 0): (2, "")})
         await txn.end_transaction(TXN_ID, pid, epoch, True)
+        await txn.settled(TXN_ID)
         print(f"{DONE} {steps}", flush=True)
 
     def finished(result: Any) -> Any:

@@ -8,10 +8,12 @@ run one at a time (a lock per id); every new state is written to the
 transaction log and fsynced, on the I/O pool, before the coordinator acts on
 it or answers, so:
 
-- EndTxn writes PrepareCommit (or PrepareAbort), then a marker to every
-  partition of the transaction (each on its partition's lane, after the
-  batches queued before it), then the staged offsets (commit only), then
-  CompleteCommit (CompleteAbort), and only then answers.
+- EndTxn writes PrepareCommit (or PrepareAbort) and answers once it is
+  durable, as Kafka's coordinator does; then, still holding the id's lock (so
+  the producer's next request waits for it), a marker goes to every partition
+  of the transaction (each on its partition's lane, after the batches queued
+  before it), then the staged offsets (commit only), then CompleteCommit
+  (CompleteAbort). `settled` fires once that is done.
 - InitProducerId with the id of an open transaction fences the old producer:
   the epoch is bumped and the transaction aborted with markers of the new
   epoch, so the old producer's batches and markers are refused from then on.
@@ -20,6 +22,17 @@ it or answers, so:
 - At startup (`load`) and on every pass, a Prepare state found in the log is
   rolled forward: its markers are written again (a second marker changes
   nothing, `PartitionLog.append_marker`) and the transaction completed.
+
+Durability. The states a crash must not lose are fsynced before they are acted
+on: a new producer id or epoch (else a fenced zombie would be let back in),
+Ongoing with each partition or group added (else an abort after a crash would
+miss a partition holding the transaction's records), PrepareCommit and
+PrepareAbort (the decision). Staged offsets and CompleteCommit/CompleteAbort
+are written without an fsync: the staged offsets go into the PrepareCommit
+record, which is fsynced; a lost Complete leaves the Prepare state, which the
+restart rolls forward again (markers again, the same offsets again); and the
+log is one file, so the next fsync (the next transaction's Ongoing, before
+which its producer writes nothing) makes the Complete durable too.
 
 Produce calls `verify` for every transactional batch: the id must be this
 producer's, with its current epoch, in an Ongoing transaction that added the
@@ -189,8 +202,8 @@ class TransactionCoordinator:
             lock = self._locks[transactional_id] = defer.DeferredLock()
         return lock.run(f, *args)
 
-    def _write(self, meta: TxnMetadata) -> defer.Deferred[TxnMetadata]:
-        """Make ``meta`` durable, then current."""
+    def _write(self, meta: TxnMetadata, durable: bool = True) -> defer.Deferred[TxnMetadata]:
+        """Write ``meta`` (fsynced if ``durable``: "Durability" above), then make it current."""
         store = self._store
         if store is None:
             raise InvalidTxnState("the transaction coordinator is still loading")
@@ -199,7 +212,7 @@ class TransactionCoordinator:
             self._meta[meta.transactional_id] = meta
             return meta
 
-        return self.core.run(store.write, meta).addCallback(done)
+        return self.core.run(_write_record, store, meta, durable).addCallback(done)
 
     def _current(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
         """Kafka's checks of a request naming a transaction's producer id and epoch."""
@@ -361,7 +374,7 @@ class TransactionCoordinator:
         staged = {g: dict(o) for g, o in meta.offsets.items()}
         staged[group].update(offsets)
         changed = meta.but(offsets=staged, last_update_ms=_now(self.reactor))
-        return self._write(changed).addCallback(lambda _: None)
+        return self._write(changed, durable=False).addCallback(lambda _: None)
 
     # -- EndTxn ----------------------------------------------------------------------
 
@@ -373,15 +386,20 @@ class TransactionCoordinator:
             transactional_id, self._end, transactional_id, producer_id, epoch, commit
         )
 
+    def settled(self, transactional_id: str) -> defer.Deferred[None]:
+        """Fires once everything queued for the id so far (a completion) has run."""
+        return self._locked(transactional_id, lambda: None)
+
     @defer.inlineCallbacks
     def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Any:
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state == ONGOING:
-            yield self._complete(meta, commit)
-            if commit:
-                self.outcomes.committed += 1
-            else:
-                self.outcomes.aborted += 1
+            prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            yield self._write(meta.but(state=prepare, last_update_ms=_now(self.reactor)))
+            # First in the lock's queue, before any later request of this id.
+            self._locked(transactional_id, self._settle, transactional_id, commit).addErrback(
+                self._logged, "completing a transaction"
+            )
             return None
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state == done:
@@ -390,6 +408,19 @@ class TransactionCoordinator:
             f"{'commit' if commit else 'abort'} of {transactional_id!r} in state "
             f"{meta.state.kafka_name}"
         )
+
+    @defer.inlineCallbacks
+    def _settle(self, transactional_id: str, commit: bool) -> Any:
+        """The markers, offsets and completion of a decision EndTxn made durable."""
+        meta = self._meta[transactional_id]
+        if meta.state not in PREPARING:
+            return None
+        yield self._finish(meta)
+        if commit:
+            self.outcomes.committed += 1
+        else:
+            self.outcomes.aborted += 1
+        return None
 
     @defer.inlineCallbacks
     def _complete(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> Any:
@@ -433,7 +464,7 @@ class TransactionCoordinator:
             partitions=frozenset(),
             offsets={},
         )
-        done = yield self._write(done)
+        done = yield self._write(done, durable=False)
         return done
 
     def _roll_forward(self, transactional_id: str) -> defer.Deferred[TxnMetadata]:
@@ -523,6 +554,10 @@ class TransactionCoordinator:
                 f"partition {topic}-{partition} is not part of an ongoing transaction of "
                 f"{transactional_id!r} (AddPartitionsToTxn first)"
             )
+
+
+def _write_record(store: TransactionLog, meta: TxnMetadata, durable: bool) -> None:
+    store.write(meta, durable=durable)
 
 
 def _first_error(failure: Failure) -> Failure:

@@ -256,16 +256,19 @@ class TransactionLog:
         with self._lock:
             return dict(self._state)
 
-    def write(self, meta: TxnMetadata, *, remove: bool = False) -> None:
-        """Append ``meta`` (or its id's tombstone) and fsync: the coordinator acts on a
-        state only once it is durable."""
+    def write(self, meta: TxnMetadata, *, remove: bool = False, durable: bool = True) -> None:
+        """Append ``meta`` (or its id's tombstone), and fsync it unless ``durable`` is
+        False: the coordinator acts on a state only once it is durable, except for
+        those a crash may lose (`rustka.broker.transactions`, "Durability"). One file
+        holds the log, so an fsync also makes every record before it durable."""
         key = encode_key(meta.transactional_id)
         value = None if remove else encode_value(meta)
         if self.log is None:
             assert self._config is not None
             self.log = PartitionLog.open(self.directory, self._config)
         self.log.append(encode_batch([Record(key, value)], timestamp=ms_now()))
-        self.log.flush()
+        if durable:
+            self.log.flush()
         self._records += 1
         with self._lock:
             if remove:

@@ -90,6 +90,8 @@ async def test_kafkas_rules_for_each_request(data_dir: Path) -> None:
         await within(txn.txn_offset_commit("a", pid, epoch, "g", {("t", 1): (7, "m")}))
         assert core.committed_offsets("g") == {}
         await within(txn.end_transaction("a", pid, epoch, True))
+        # Answered once PrepareCommit is durable; markers and offsets follow (Kafka's order).
+        await within(txn.settled("a"))
         assert core.committed_offsets("g") == {("t", 1): 7}
         assert core.committed_metadata("g") == {("t", 1): "m"}
         assert plog.last_stable_offset == plog.end_offset == 3
@@ -136,6 +138,7 @@ async def test_an_open_transaction_survives_a_restart_and_commits_after_it(data_
         plog = core.partition("t", 0)
         assert plog.last_stable_offset == 0 and plog.open_transactions() == {pid: 0}
         await within(core.transactions.end_transaction("b", pid, epoch, True))
+        await within(core.transactions.settled("b"))
         assert plog.last_stable_offset == plog.end_offset == 3
         assert core.committed_offsets("g") == {("t", 0): 2}
     finally:

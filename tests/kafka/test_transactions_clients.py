@@ -137,6 +137,7 @@ async def test_committed_records_are_read_and_aborted_ones_are_stored_but_droppe
     assert [(t.producer_id, t.last_offset) for t in aborted] == [(pid, markers[1][0])]
     assert aborted[0].first_offset == 4  # after 3 records and the first marker
     assert plog.last_stable_offset == plog.end_offset == stored[-1][0] + 1
+    await within(core.transactions.settled("t-commit"))
     meta = core.transactions.describe("t-commit")
     assert meta is not None and meta.state == TxnState.COMPLETE_COMMIT
     assert core.transactions.outcomes.committed == 2 and core.transactions.outcomes.aborted == 1
@@ -205,6 +206,7 @@ async def test_consume_transform_produce_commits_offsets_with_the_output(broker:
     assert out == [b"RECORD-%d" % i for i in range(12)]
     raw = await within(threads.deferToThread(read_all, broker.address, "out", False), 90)
     assert len(raw) > 12  # the aborted outputs are stored
+    await within(core.transactions.settled("t-ctp"))
     assert core.committed_offsets("ctp") == {("in", 0): 12}
     assert core.transactions.describe("t-ctp").offsets == {}  # type: ignore[union-attr]
 

@@ -462,9 +462,11 @@ async def test_transactions_by_outcome_and_the_last_stable_offset(metrics: Metri
     assert _value(samples, "rustka_transactions_open") == 1
     assert _value(samples, "rustka_partition_last_stable_offset", topic="tx", partition="0") == 0
     await txn.end_transaction("m", pid, epoch, True)
+    await txn.settled("m")
     pid2, epoch2 = await txn.init_producer_id("n", 60_000)
     await txn.add_partitions("n", pid2, epoch2, [("tx", 0)])
     await txn.end_transaction("n", pid2, epoch2, False)
+    await txn.settled("n")
     samples = await _scrape(metrics.port)
     assert _value(samples, "rustka_transactions_total", outcome="committed") == 1
     assert _value(samples, "rustka_transactions_total", outcome="aborted") == 1
