@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -114,6 +115,7 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
         rows = driver.find_elements(By.CSS_SELECTOR, "#partitions-table tbody tr")
         ends = [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows]
         assert ends == [str(ORDERS), "3"]
+        wait("the topic's rate chart", lambda d: int(_points(d, "topic-chart")) >= 1)
         shot("topic")
 
         # messages: a record's value decoded as pretty-printed JSON
@@ -129,6 +131,31 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
         assert '\n  "item": "widget"' in value, "pretty-printed"
         assert last.find_elements(By.TAG_NAME, "td")[2].text == f"order-{ORDERS - 1}"
         shot("messages")
+        format_select.find_element(By.CSS_SELECTOR, "option[value=hex]").click()
+        last = driver.find_element(
+            By.CSS_SELECTOR, f"#messages-body tr[data-offset='{ORDERS - 1}']"
+        )
+        hex_key = last.find_elements(By.TAG_NAME, "td")[2].text
+        assert hex_key == " ".join(f"{b:02x}" for b in f"order-{ORDERS - 1}".encode())
+        stamp = driver.find_element(
+            By.CSS_SELECTOR, "#messages-body tr[data-offset='3'] td:nth-child(2)"
+        )
+        at_ms = int(datetime.fromisoformat(stamp.text.replace("Z", "+00:00")).timestamp() * 1000)
+        for mode, at, first in (("offset", "2", 2), ("timestamp", str(at_ms), None)):
+            driver.find_element(By.CSS_SELECTOR, f"#mode option[value={mode}]").click()
+            box = driver.find_element(By.ID, "at")
+            box.clear()
+            box.send_keys(at)
+            # the page's answer replaces this marker, so the rows read next are the new ones
+            driver.execute_script("document.getElementById('messages-info').textContent = '-'")
+            driver.find_element(By.CSS_SELECTOR, "form.inline button[type=submit]").click()
+            wait(f"records {mode} {at}", lambda d: text("#messages-info") not in ("-", ""))
+            rows = driver.find_elements(By.CSS_SELECTOR, "#messages-body tr")
+            offsets = [int(r.get_attribute("data-offset")) for r in rows]
+            if first is not None:
+                assert offsets[0] == first and offsets == sorted(offsets)
+            else:
+                assert offsets[0] <= 3 and offsets[-1] == ORDERS - 1
 
         # a value holding <script> is text on the page, and ran nothing
         driver.get(base + "/#/messages/orders/1")
