@@ -5,8 +5,8 @@ cheap to start and the reactor is never imported early. `rustka serve` parses
 its arguments with the same `Options` and runs the same `makeService` under a
 reactor (rustka.ops.cli), so each flag is defined once.
 
-Start order (docs/operations.md, "Run it under systemd"): the metrics and
-manhole listeners bind first, so they answer during a long recovery; the
+Start order (docs/operations.md, "Run it under systemd"): the metrics,
+console and manhole listeners bind first, so they answer during a long recovery; the
 broker service opens the storage; the broker's own listeners bind only once
 the storage is open (a client that connects earlier waits in the kernel's
 listen backlog); READY=1 goes to systemd once every broker listener is
