@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,18 @@ class Page:
     truncated: bool = False
 
 
+def _finite(text: str) -> float:
+    """JSON has no infinities: ``1e999`` is not shown parsed (the answer must be JSON)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
 def show_bytes(data: bytes | None, fmt: str, cap: int) -> dict[str, Any] | None:
     """One key, value or header value as JSON data; at most ``cap`` bytes of it."""
     if data is None:
@@ -57,7 +70,7 @@ def show_bytes(data: bytes | None, fmt: str, cap: int) -> dict[str, Any] | None:
     out["text"] = text
     if fmt == "json" and "truncated" not in out:
         with contextlib.suppress(ValueError, RecursionError):
-            out["json"] = json.loads(text)
+            out["json"] = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     return out
 
 

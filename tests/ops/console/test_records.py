@@ -24,6 +24,12 @@ def test_text_json_and_hex() -> None:
     assert show_bytes(b"not json", "json", 100) == {"size": 8, "text": "not json"}
     assert show_bytes(b"[" * 100_000, "json", 200_000) == {"size": 100_000, "text": "[" * 100_000}
     assert show_bytes(b"abc", "hex", 10) == {"size": 3, "hex": "616263"}
+    for not_json in (b"[1e999]", b"NaN", b"[-Infinity]"):
+        assert show_bytes(not_json, "json", 100) == {
+            "size": len(not_json),
+            "text": not_json.decode(),
+        }
+    assert show_bytes(b"[1.5e3]", "json", 100)["json"] == [1500.0]
 
 
 def test_a_cut_keeps_whole_characters() -> None:
