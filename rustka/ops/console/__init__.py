@@ -15,7 +15,7 @@ from typing import Any
 from twisted.application import service
 from twisted.web import resource, server
 
-from rustka.ops.console.admin import AdminApi, Guard, read_token
+from rustka.ops.console.admin import MAX_BODY, AdminApi, Guard, read_token
 from rustka.ops.console.api import (
     ApiError,
     ReadApi,
@@ -157,8 +157,32 @@ async def _messages(
     return await api.messages(topic, partition, params)
 
 
+class ConsoleRequest(server.Request):
+    """A request whose body may not outgrow `MAX_BODY`: Twisted would buffer any size
+    (to a temp file) before the resource sees it, so a bigger one hangs up at once."""
+
+    body_bytes = 0
+
+    def gotLength(self, length: int | None) -> None:
+        if length is not None and length > MAX_BODY:
+            self.body_bytes = length
+            self.channel.transport.loseConnection()  # type: ignore[union-attr]
+            length = 0
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        self.body_bytes += len(data)
+        if self.body_bytes > MAX_BODY:
+            if self.channel is not None:
+                self.channel.transport.loseConnection()  # type: ignore[union-attr]
+            return
+        super().handleContentChunk(data)
+
+
 class ConsoleSite(server.Site):
     """No access log: the pages poll every few seconds."""
+
+    requestFactory = ConsoleRequest
 
     def log(self, request: server.Request) -> None:
         pass

@@ -623,3 +623,20 @@ async def test_a_tail_whose_reader_stops_reading_is_paused(console: Console) -> 
         assert b"id: %d\n" % count in reader.data, "the reader got the whole backlog"
     finally:
         reader.transport.loseConnection()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_huge_body_is_refused_unread(console: Console) -> None:
+    from twisted.web.client import ResponseFailed, ResponseNeverReceived
+
+    from rustka.ops.console.admin import MAX_BODY
+
+    cookie, csrf = await _session(console)
+    headers = _admin_headers(console, cookie, csrf)
+    big = {"name": "x" * (MAX_BODY + 10), "partitions": 1}
+    with pytest.raises((ResponseFailed, ResponseNeverReceived)):
+        await http(console, "/api/admin/topics", "POST", big, headers)
+    code, _, body = await http(
+        console, "/api/admin/topics", "POST", {"name": "small", "partitions": 1}, headers
+    )
+    assert code == 200, body
