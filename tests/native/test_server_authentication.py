@@ -201,3 +201,43 @@ async def test_a_client_certificate_names_the_native_principal(tmp_path: Path) -
         assert list(running.broker.topics) == ["certified"]
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_authenticated_principal_is_what_the_acls_see(data_dir: Path) -> None:
+    """With authorization on, a native client's SASL user is the principal its ACLs name:
+    alice may write the topic, bob (also logged in) may not."""
+    from rustka.errors import NotAuthorized
+    from rustka.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+
+    add_user(data_dir, "alice", PASSWORD)
+    add_user(data_dir, "bob", PASSWORD)
+    running = await start_broker(
+        data_dir, listen_security="sasl", authorizer_enabled=True, super_users="User:root"
+    )
+    try:
+        allow = [
+            AclBinding(
+                ResourceType.TOPIC,
+                "orders",
+                PatternType.LITERAL,
+                "User:alice",
+                "*",
+                op,
+                Permission.ALLOW,
+            )  # fmt: skip
+            for op in (Operation.CREATE, Operation.WRITE, Operation.DESCRIBE)
+        ]
+        await within(running.broker.access.create(allow, "User:root"))
+        alice = await client(running, user="alice", password=PASSWORD)
+        await within(alice.create_topic("orders", 1))
+        assert await within(alice.produce("orders", b"k", b"v")) == (0, 0)
+        bob = await client(running, user="bob", password=PASSWORD)
+        with pytest.raises(NotAuthorized, match="User:bob|not authorized"):
+            await within(bob.create_topic("orders2", 1))
+        principals = sorted(str(c.principal) for c in running.factory.connections)
+        assert principals == ["User:alice", "User:bob"]
+        await alice.close()
+        await bob.close()
+    finally:
+        await running.stop()
