@@ -225,7 +225,7 @@ async def test_the_authenticated_principal_is_what_the_acls_see(data_dir: Path) 
                 "*",
                 op,
                 Permission.ALLOW,
-            )  # fmt: skip
+            )
             for op in (Operation.CREATE, Operation.WRITE, Operation.DESCRIBE)
         ]
         await within(running.broker.access.create(allow, "User:root"))
@@ -233,7 +233,7 @@ async def test_the_authenticated_principal_is_what_the_acls_see(data_dir: Path) 
         await within(alice.create_topic("orders", 1))
         assert await within(alice.produce("orders", b"k", b"v")) == (0, 0)
         bob = await client(running, user="bob", password=PASSWORD)
-        with pytest.raises(NotAuthorized, match="User:bob|not authorized"):
+        with pytest.raises(NotAuthorized, match=r"User:bob|not authorized"):
             await within(bob.create_topic("orders2", 1))
         principals = sorted(str(c.principal) for c in running.factory.connections)
         assert principals == ["User:alice", "User:bob"]
