@@ -120,3 +120,43 @@ def test_bad_user_names_are_refused(tmp_path: Path) -> None:
     for name in ["", "a\nb", "x" * 300]:
         with pytest.raises(CredentialFileError):
             store.upsert(name, "SCRAM-SHA-256", derive_credential(SHA256, "x"))
+
+
+def test_kill_9_during_writes_leaves_a_whole_file(tmp_path: Path) -> None:
+    """A writer killed at an arbitrary point (SIGKILL after its 40th acknowledged write)
+    leaves the old file or the new one, never a torn one, and no acknowledged user lost."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "credentials"
+    script = (
+        "import sys\n"
+        "from rustka.security.credentials import CredentialStore\n"
+        "from rustka.security.scram import MECHANISMS, derive_credential\n"
+        "store = CredentialStore(sys.argv[1])\n"
+        "m = MECHANISMS['SCRAM-SHA-256']\n"
+        "for i in range(10_000):\n"
+        "    store.upsert(f'u{i}', 'SCRAM-SHA-256', derive_credential(m, 'pw'))\n"
+        "    print(i, flush=True)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        acknowledged = -1
+        for line in child.stdout:
+            acknowledged = int(line)
+            if acknowledged >= 40:
+                break
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+        if child.stdout is not None:
+            child.stdout.close()
+    users = decode_credentials(path.read_bytes())
+    assert {f"u{i}" for i in range(acknowledged + 1)} <= set(users)
+    problems, _ = check_credential_file(path)
+    assert problems == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
