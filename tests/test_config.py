@@ -475,3 +475,35 @@ def test_every_topic_config_rustka_does_not_apply_says_so() -> None:
     for key, declared in TOPIC_CONFIGS.items():
         assert bool(declared.effect) == (key not in applied), key
         assert declared.doc, key
+
+
+def test_listener_security_is_one_word_per_endpoint_and_defaults_to_none() -> None:
+    config = Config().updated({"listen": ["tcp:1", "tcp:2"], "listen_security": "none,sasl"})
+    assert config.listener_security("listen") == ["none", "sasl"]
+    assert Config().listener_security("listen") == ["none"]
+    assert Config().listener_security("kafka_listen") == []
+    with pytest.raises(ConfigError, match="2 entries for 1 listen endpoints"):
+        Config().updated({"listen_security": "sasl,sasl"})
+    with pytest.raises(ConfigError, match="each item must be one of none, sasl, mtls"):
+        Config().updated({"listen_security": "kerberos"})
+    with pytest.raises(ConfigError, match="mtls needs an ssl: endpoint"):
+        Config().updated({"listen_security": "mtls", "ssl_client_ca_file": "/x"})
+    ssl = "ssl:9093:privateKey=k.pem:certKey=c.pem"
+    with pytest.raises(ConfigError, match="mtls needs ssl_client_ca_file"):
+        Config().updated({"kafka_listen": [ssl], "kafka_listen_security": "mtls"})
+    with pytest.raises(ConfigError, match="at least one mechanism"):
+        Config().updated({"sasl_enabled_mechanisms": ""})
+
+
+def test_bad_principal_mapping_rules_stop_the_broker_at_start(tmp_path: Path) -> None:
+    from rustka.security.session import authenticator_from_config
+
+    config = Config().updated(
+        {"data_dir": str(tmp_path), "ssl_principal_mapping_rules": "RULE:^CN=(.*$/$1/"}
+    )
+    with pytest.raises(ConfigError, match="ssl_principal_mapping_rules: invalid pattern"):
+        authenticator_from_config(config)
+    default = authenticator_from_config(Config().updated({"data_dir": str(tmp_path)}))
+    assert default.store.path == tmp_path / "credentials"
+    assert default.mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+    assert default.failure_delay_s == 0.1 and default.session_lifetime_ms == 0
