@@ -465,6 +465,8 @@ class Broker:
         if self.offsets is not None:
             self.offsets.close()
         if self.txn_log is not None:
+            for meta in self.transactions.unsaved():
+                self.txn_log.write(meta, durable=False)
             self.txn_log.close()
         if self.logs is not None:
             self.logs.close()

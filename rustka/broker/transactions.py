@@ -28,7 +28,9 @@ on: a new producer id or epoch (else a fenced zombie would be let back in),
 Ongoing with each partition or group added (else an abort after a crash would
 miss a partition holding the transaction's records), PrepareCommit and
 PrepareAbort (the decision). Staged offsets and CompleteCommit/CompleteAbort
-are written without an fsync: the staged offsets go into the PrepareCommit
+are written without an fsync (a Complete after EndTxn is not even written at
+once: with the id's next record, by the next pass, or at shutdown, so the
+producer's next transaction does not wait for it): the staged offsets go into the PrepareCommit
 record, which is fsynced; a lost Complete leaves the Prepare state, which the
 restart rolls forward again (markers again, the same offsets again); and the
 log is one file, so the next fsync (the next transaction's Ongoing, before
@@ -132,6 +134,8 @@ class TransactionCoordinator:
         self._meta: dict[str, TxnMetadata] = {}
         self._locks: dict[str, defer.DeferredLock] = {}
         self._loop: task.LoopingCall | None = None
+        # Ids whose current (Complete) state is not in the log yet.
+        self._unsaved: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -166,7 +170,7 @@ class TransactionCoordinator:
     def _pass(self) -> defer.Deferred[None]:
         """Abort expired transactions and retry completions a failure left prepared."""
         now = _now(self.reactor)
-        jobs = []
+        jobs = [self._locked(tid, self._save, tid) for tid in sorted(self._unsaved)]
         for meta in list(self._meta.values()):
             if meta.state in PREPARING:
                 jobs.append(
@@ -207,6 +211,8 @@ class TransactionCoordinator:
         store = self._store
         if store is None:
             raise InvalidTxnState("the transaction coordinator is still loading")
+
+        self._unsaved.discard(meta.transactional_id)
 
         def done(_: None) -> TxnMetadata:
             self._meta[meta.transactional_id] = meta
@@ -415,7 +421,7 @@ class TransactionCoordinator:
         meta = self._meta[transactional_id]
         if meta.state not in PREPARING:
             return None
-        yield self._finish(meta)
+        yield self._finish(meta, persist=False)
         if commit:
             self.outcomes.committed += 1
         else:
@@ -436,7 +442,7 @@ class TransactionCoordinator:
         return result
 
     @defer.inlineCallbacks
-    def _finish(self, meta: TxnMetadata) -> Any:
+    def _finish(self, meta: TxnMetadata, persist: bool = True) -> Any:
         commit = meta.state == TxnState.PREPARE_COMMIT
         marks = []
         for topic, partition in sorted(meta.partitions):
@@ -464,8 +470,25 @@ class TransactionCoordinator:
             partitions=frozenset(),
             offsets={},
         )
-        done = yield self._write(done, durable=False)
+        if persist:
+            done = yield self._write(done, durable=False)
+        else:
+            # Written with the id's next record, by the next pass, or at shutdown
+            # ("Durability"): the producer's next request need not wait for it.
+            self._meta[done.transactional_id] = done
+            self._unsaved.add(done.transactional_id)
         return done
+
+    def _save(self, transactional_id: str) -> defer.Deferred[Any]:
+        if transactional_id not in self._unsaved:
+            return defer.succeed(None)
+        return self._write(self._meta[transactional_id], durable=False)
+
+    def unsaved(self) -> list[TxnMetadata]:
+        """Completed states not in the log yet, for the core to write before it closes it."""
+        states = [self._meta[tid] for tid in sorted(self._unsaved)]
+        self._unsaved.clear()
+        return states
 
     def _roll_forward(self, transactional_id: str) -> defer.Deferred[TxnMetadata]:
         meta = self._meta[transactional_id]
