@@ -173,6 +173,11 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
         self._close_reason: str | None = None
         self._close_waiters: list[Deferred[None]] = []
         self._aborted = False
+        # The next re-authentication (KIP-368 style session lifetime), if one is due.
+        self._reauth: Any = None
+        self.logins = 0
+        self.reauthentication: Deferred[int] | None = None
+        """The re-authentication under way or last made (for callers that must know)."""
 
     # -- connection lifecycle ------------------------------------------------
 
@@ -188,6 +193,8 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._state = _CLOSED
+        if self._reauth is not None and self._reauth.active():
+            self._reauth.cancel()
         self.discard_buffer()
         self._deadlines.clear()
         if self._timer is not None and self._timer.active():
@@ -404,7 +411,26 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
         if not done.complete:
             self._drop("the broker did not complete the SASL exchange")
             raise AuthenticationFailed("the broker did not complete the SASL exchange")
-        return int(done.session_lifetime_ms)
+        self.logins += 1
+        lifetime = int(done.session_lifetime_ms)
+        if lifetime and self._clock is not None and self._state == _OPEN:
+            # Log in again before the session ends (at 85% of it, as librdkafka does
+            # within its 85-95% window), so a long-lived connection is never cut off.
+            self._reauth = self._clock.callLater(
+                lifetime * 0.85 / 1000, self._reauthenticate, user, password, mechanism
+            )
+        return lifetime
+
+    def _reauthenticate(self, user: str, password: str, mechanism: str) -> None:
+        if self._state != _OPEN:
+            return
+        d = self.reauthentication = self.authenticate(user, password, mechanism)
+        # A refusal closes the connection (the broker hangs up); the calls in flight
+        # fail with ConnectionClosed, which is how the application hears of it.
+        d.addErrback(self._reauthentication_failed)
+
+    def _reauthentication_failed(self, failure: Failure) -> None:
+        self._drop(f"re-authentication failed: {failure.value}")
 
     # -- extensions ----------------------------------------------------------
 

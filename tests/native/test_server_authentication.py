@@ -241,3 +241,33 @@ async def test_the_authenticated_principal_is_what_the_acls_see(data_dir: Path) 
         await bob.close()
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_client_logs_in_again_before_its_session_ends(data_dir: Path) -> None:
+    """With connections_max_reauth_ms the library re-authenticates at 85% of the
+    lifetime on the same connection (its clock is a fake one here, advanced by hand),
+    and goes on being served; without it, the broker would close the connection."""
+    from twisted.internet import reactor, task
+    from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+
+    from rustka.client.protocol import RustkaClientProtocol
+
+    add_user(data_dir, "alice", PASSWORD)
+    running = await start_broker(data_dir, listen_security="sasl", connections_max_reauth_ms=60_000)
+    clock = task.Clock()
+    try:
+        proto = RustkaClientProtocol(clock)
+        await within(connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", running.port), proto))
+        assert await within(proto.authenticate("alice", PASSWORD)) == 60_000
+        [due] = clock.getDelayedCalls()
+        assert due.getTime() == pytest.approx(51.0)
+        clock.advance(51)
+        assert proto.reauthentication is not None
+        assert await within(proto.reauthentication) == 60_000
+        assert proto.logins == 2
+        assert running.top.authenticator.stats.successes == {"SCRAM-SHA-256": 2}
+        assert await within(proto.metadata()) == []
+        await proto.close()
+    finally:
+        await running.stop()
