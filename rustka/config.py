@@ -624,8 +624,7 @@ class Config:
     console_principal: str = setting(
         Kind.STRING,
         "User:console",
-        "The principal the console's admin actions are authorized as (with "
-        "authorizer_enabled).",
+        "The principal the console's admin actions are authorized as (with authorizer_enabled).",
         _CONSOLE,
     )
     console_allowed_hosts: str = setting(
