@@ -59,6 +59,8 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: txn_handlers.add_offsets_to_txn,
         ApiKey.END_TXN: txn_handlers.end_txn,
         ApiKey.TXN_OFFSET_COMMIT: txn_handlers.txn_offset_commit,
+        ApiKey.DESCRIBE_TRANSACTIONS: txn_handlers.describe_transactions,
+        ApiKey.LIST_TRANSACTIONS: txn_handlers.list_transactions,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: admin_handlers.offset_for_leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
         ApiKey.DESCRIBE_LOG_DIRS: admin_handlers.describe_log_dirs,

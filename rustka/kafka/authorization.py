@@ -652,6 +652,59 @@ _TXN_OFFSET_COMMIT = _TopicPartitions(
 )
 
 
+def _describe_transactions(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """Kafka's handleDescribeTransactionsRequest: DESCRIBE on each transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it), and only the topics the principal may
+    DESCRIBE in what is described."""
+    ids = list(body.get("transactional_ids") or ())
+    allowed = [tid for tid in ids if gate.allows(DESCRIBE, TXN, tid)]
+    denied = [tid for tid in ids if tid not in allowed]
+
+    def finish(response: Body | None) -> Body:
+        response = (
+            {"throttle_time_ms": 0, "transaction_states": []} if response is None else response
+        )
+        for state in response["transaction_states"]:
+            state["topics"] = [
+                t for t in state["topics"] if gate.allows(DESCRIBE, TOPIC, t["topic"], quiet=True)
+            ]
+        response["transaction_states"] += [
+            {
+                "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "transactional_id": tid,
+                "transaction_state": "",
+                "transaction_timeout_ms": 0,
+                "transaction_start_time_ms": -1,
+                "producer_id": -1,
+                "producer_epoch": -1,
+                "topics": [],
+            }
+            for tid in denied
+        ]
+        return response
+
+    return ({**body, "transactional_ids": allowed} if allowed else None), finish
+
+
+def _list_transactions(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """Kafka lists only the transactional ids the principal may DESCRIBE (quietly)."""
+
+    def visible(response: Body | None) -> Body | None:
+        if response is not None:
+            response["transaction_states"] = [
+                s
+                for s in response["transaction_states"]
+                if gate.allows(DESCRIBE, TXN, s["transactional_id"], quiet=True)
+            ]
+        return response
+
+    return body, visible
+
+
 def _cluster(op: Operation, denied: Body) -> Guard:
     """A request about the whole broker: ``op`` on the cluster, else ``denied``."""
 
@@ -722,6 +775,8 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
         ApiKey.END_TXN: _transactional({"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
         ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+        ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+        ApiKey.LIST_TRANSACTIONS: _list_transactions,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: _leader_epoch,
         ApiKey.DESCRIBE_CONFIGS: _configs(Operation.DESCRIBE_CONFIGS, "results"),
         ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "results": []}),

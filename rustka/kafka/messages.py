@@ -82,6 +82,8 @@ class ApiKey(IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
@@ -418,6 +420,48 @@ TXN_OFFSET_COMMIT_RESPONSE = _msg(
         [
             F("name", STRING),
             F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
+)
+
+# DescribeTransactions (65) and ListTransactions (66): flexible from v0 (KIP-664).
+DESCRIBE_TRANSACTIONS_REQUEST = _msg(
+    "DescribeTransactionsRequest", F("transactional_ids", Array(STRING))
+)
+DESCRIBE_TRANSACTIONS_RESPONSE = _msg(
+    "DescribeTransactionsResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "transaction_states",
+        [
+            F("error_code", INT16),
+            F("transactional_id", STRING),
+            F("transaction_state", STRING),
+            F("transaction_timeout_ms", INT32),
+            F("transaction_start_time_ms", INT64),
+            F("producer_id", INT64),
+            F("producer_epoch", INT16),
+            F("topics", [F("topic", STRING), F("partitions", Array(INT32))]),
+        ],
+    ),
+)
+LIST_TRANSACTIONS_REQUEST = _msg(
+    "ListTransactionsRequest",
+    F("state_filters", Array(STRING)),
+    F("producer_id_filters", Array(INT64)),
+    F("duration_filter", INT64, "1+", default=-1),
+)
+LIST_TRANSACTIONS_RESPONSE = _msg(
+    "ListTransactionsResponse",
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("unknown_state_filters", Array(STRING)),
+    F(
+        "transaction_states",
+        [
+            F("transactional_id", STRING),
+            F("producer_id", INT64),
+            F("transaction_state", STRING),
         ],
     ),
 )
@@ -1270,6 +1314,23 @@ APIS: Final[dict[int, ApiSpec]] = dict(
             ADD_OFFSETS_TO_TXN_RESPONSE,
         ),
         _api(ApiKey.END_TXN, "EndTxn", (0, 2), 3, END_TXN_REQUEST, END_TXN_RESPONSE),
+        _api(
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            "DescribeTransactions",
+            (0, 0),
+            0,
+            DESCRIBE_TRANSACTIONS_REQUEST,
+            DESCRIBE_TRANSACTIONS_RESPONSE,
+        ),
+        # v2's transactional-id pattern (Kafka 4.1) is not offered.
+        _api(
+            ApiKey.LIST_TRANSACTIONS,
+            "ListTransactions",
+            (0, 1),
+            0,
+            LIST_TRANSACTIONS_REQUEST,
+            LIST_TRANSACTIONS_RESPONSE,
+        ),
         _api(
             ApiKey.TXN_OFFSET_COMMIT,
             "TxnOffsetCommit",

@@ -23,8 +23,10 @@ from rustka.kafka.errors import ErrorCode as E
 __all__ = [
     "add_offsets_to_txn",
     "add_partitions_to_txn",
+    "describe_transactions",
     "end_txn",
     "init_transactional_producer",
+    "list_transactions",
     "txn_offset_commit",
 ]
 
@@ -96,6 +98,7 @@ def add_partitions_to_txn(ctx: RequestContext, version: int, body: Body) -> defe
     d = ctx.broker.transactions.add_partitions(
         body["transactional_id"], body["producer_id"], body["producer_epoch"], wanted
     )
+
     def failed(failure: Failure) -> Body:
         code = _code(failure, version)
         return answer(lambda key: code)
@@ -161,3 +164,80 @@ def txn_offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.De
         return answer(code)
 
     return d.addCallbacks(lambda _: answer(0), failed)
+
+
+# -- DescribeTransactions (65), ListTransactions (66): the admin views (KIP-664) --
+
+
+def describe_transactions(ctx: RequestContext, version: int, body: Body) -> Body:
+    """Each id's state, timeout, start, producer and partitions; unknown ids get
+    TRANSACTIONAL_ID_NOT_FOUND, as Kafka answers."""
+    coordinator = ctx.broker.transactions
+    states: list[Body] = []
+    for tid in body["transactional_ids"]:
+        meta = coordinator.describe(tid)
+        if meta is None:
+            states.append(
+                {
+                    "error_code": E.TRANSACTIONAL_ID_NOT_FOUND,
+                    "transactional_id": tid,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(
+            {
+                "error_code": 0,
+                "transactional_id": tid,
+                "transaction_state": meta.state.kafka_name,
+                "transaction_timeout_ms": meta.timeout_ms,
+                "transaction_start_time_ms": meta.start_ms,
+                "producer_id": meta.producer_id,
+                "producer_epoch": meta.producer_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def list_transactions(ctx: RequestContext, version: int, body: Body) -> Body:
+    """Every transactional id the coordinator knows, filtered by state, producer id and
+    (v1) how long its transaction has run; unknown state names are reported back."""
+    from rustka.storage.txn_log import TxnState
+
+    known = {state.kafka_name: state for state in TxnState}
+    wanted = list(body.get("state_filters") or ())
+    unknown = [name for name in wanted if name not in known]
+    states = {known[name] for name in wanted if name in known}
+    producers = set(body.get("producer_id_filters") or ())
+    duration = body.get("duration_filter", -1)
+    now = int(ctx.broker.reactor.seconds() * 1000)
+    listed = []
+    for meta in ctx.broker.transactions.transactions():
+        if wanted and meta.state not in states:
+            continue
+        if producers and meta.producer_id not in producers:
+            continue
+        if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms <= duration):
+            continue
+        listed.append(
+            {
+                "transactional_id": meta.transactional_id,
+                "producer_id": meta.producer_id,
+                "transaction_state": meta.state.kafka_name,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "unknown_state_filters": unknown,
+        "transaction_states": listed,
+    }

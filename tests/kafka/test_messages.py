@@ -85,6 +85,8 @@ EXPECTED_TABLE = {
     25: ("AddOffsetsToTxn", 0, 2, 3),
     26: ("EndTxn", 0, 2, 3),
     28: ("TxnOffsetCommit", 0, 2, 3),
+    65: ("DescribeTransactions", 0, 0, 0),
+    66: ("ListTransactions", 0, 1, 0),
     19: ("CreateTopics", 0, 4, 5),
     20: ("DeleteTopics", 0, 3, 4),
     32: ("DescribeConfigs", 0, 2, 4),
@@ -151,6 +153,9 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (36, 2),
         (50, 0),
         (51, 0),
+        (65, 0),
+        (66, 0),
+        (66, 1),
     }
 
 
@@ -278,6 +283,11 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
                  {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]},
      "0001 78 0001 67 0000000000000001 0000 00000001 " + TOPIC_T
      + " 00000001 00000000 0000000000000005 ffffffff 0001 6d"),  # leader epoch -1 (v2+)
+    # DescribeTransactions, ListTransactions (flexible from v0)
+    (65, 0, {"transactional_ids": ["x"]}, "02 02 78 00"),
+    (66, 0, {"state_filters": [], "producer_id_filters": []}, "01 01 00"),
+    (66, 1, {"state_filters": ["Ongoing"], "producer_id_filters": [5], "duration_filter": 1000},
+     "02 08 4f6e676f696e67 02 0000000000000005 00000000000003e8 00"),
     # CreateTopics
     (19, 0, {"topics": [{"name": "t", "num_partitions": 3, "replication_factor": 1,
                          "assignments": [], "configs": [{"name": "k", "value": None}]}],
@@ -573,6 +583,19 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (28, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 47}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 002f"),
+    (65, 0, {"transaction_states": [{"error_code": 0, "transactional_id": "x",
+                                     "transaction_state": "Ongoing",
+                                     "transaction_timeout_ms": 60000,
+                                     "transaction_start_time_ms": 5, "producer_id": 1,
+                                     "producer_epoch": 0,
+                                     "topics": [{"topic": "t", "partitions": [0]}]}]},
+     "00000000 02 0000 0278 084f6e676f696e67 0000ea60 0000000000000005 0000000000000001 0000"
+     " 02 0274 02 00000000 00 00 00"),
+    (66, 0, {"error_code": 0, "unknown_state_filters": [], "transaction_states": [
+        {"transactional_id": "x", "producer_id": 1, "transaction_state": "Ongoing"}]},
+     "00000000 0000 01 02 0278 0000000000000001 084f6e676f696e67 00 00"),
+    (66, 1, {"error_code": 0, "unknown_state_filters": ["Bad"], "transaction_states": []},
+     "00000000 0000 02 04 426164 01 00"),
     # CreateTopics
     (19, 0, {"topics": [{"name": "t", "error_code": 36}]}, "00000001 " + TOPIC_T + " 0024"),
     (19, 4, {"topics": [{"name": "t", "error_code": 0}]},

@@ -327,3 +327,51 @@ async def test_aiokafka_commits_and_aborts(broker: Any) -> None:
     plog = core.partition("aio", 0)
     kinds = [marker_type(d) for _b, a, _p, d in stored_batches(plog) if a & 0x20]
     assert kinds == [COMMIT, ABORT]
+
+
+def kafka_python_views(bootstrap: str) -> tuple[Any, Any, Any]:
+    """kafka-python's KIP-664 admin calls: ListTransactions (all, then Ongoing only, then
+    running over an hour) and DescribeTransactions."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        every = admin.list_transactions()
+        ongoing = admin.list_transactions(state_filters=["Ongoing"], duration_filter_ms=3_600_000)
+        described = admin.describe_transactions(["t-open", "t-done"])
+        return every, ongoing, described
+    finally:
+        admin.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_kafka_admin_clients_list_and_describe_transactions(broker: Any) -> None:
+    from tests.storage.test_transactions import txn_batch
+
+    core = broker.broker
+    txn = core.transactions
+    await within(core.create_topic("viewed", 2))
+    pid, epoch = await within(txn.init_producer_id("t-open", 60_000))
+    await within(txn.add_partitions("t-open", pid, epoch, [("viewed", 1)]))
+    await within(
+        core.append("viewed", 1, txn_batch(pid, 0), auto_create=False, transactional_id="t-open")
+    )
+    done, done_epoch = await within(txn.init_producer_id("t-done", 60_000))
+    await within(txn.add_partitions("t-done", done, done_epoch, [("viewed", 0)]))
+    await within(txn.end_transaction("t-done", done, done_epoch, True))
+    await within(txn.settled("t-done"))
+    every, ongoing, described = await within(
+        threads.deferToThread(kafka_python_views, broker.address), 60
+    )
+    (listing,) = every.values()
+    assert sorted((t.transactional_id, t.producer_id, t.state.value) for t in listing) == [
+        ("t-done", done, "CompleteCommit"),
+        ("t-open", pid, "Ongoing"),
+    ]
+    assert list(ongoing.values()) == [[]]  # open for less than an hour
+    open_one = described["t-open"]
+    assert open_one.state.value == "Ongoing" and open_one.producer_id == pid
+    assert open_one.transaction_timeout_ms == 60_000 and open_one.transaction_start_time_ms > 0
+    assert {(tp.topic, tp.partition) for tp in open_one.topic_partitions} == {("viewed", 1)}
+    assert described["t-done"].state.value == "CompleteCommit"
+    assert described["t-done"].topic_partitions == set()
