@@ -226,6 +226,24 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic='made-here']"),
         )
         shot("topics-after-create")
+
+        # deleting asks first; dismissed, nothing happens; accepted, the topic goes
+        driver.get(base + "/#/topic/made-here")
+        wait("the new topic's page", lambda d: text("#topic-name") == "made-here")
+        delete = driver.find_element(By.CSS_SELECTOR, ".admin-box button.danger")
+        delete.click()
+        wait("the confirmation", lambda d: d.switch_to.alert).dismiss()
+        delete.click()
+        alert = wait("the confirmation", lambda d: d.switch_to.alert)
+        assert "cannot be undone" in alert.text
+        alert.accept()
+        wait("the topics list", lambda d: d.current_url.endswith("#/topics"))
+        wait(
+            "the list without it",
+            lambda d: (
+                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")] == ["orders"]
+            ),
+        )
     finally:
         driver.quit()
     return taken
