@@ -271,3 +271,87 @@ def test_delete_records_and_offset_delete_need_delete() -> None:
         od,
     )
     assert admitted is od
+
+
+def test_transactional_requests_need_write_on_their_transactional_id() -> None:
+    """Kafka's KafkaApis: WRITE on the TRANSACTIONAL_ID for AddPartitionsToTxn (then WRITE
+    on each topic: a denied one fails the request, the rest OPERATION_NOT_ATTEMPTED),
+    AddOffsetsToTxn (then READ on the group), EndTxn and TxnOffsetCommit (then READ on
+    the group and on each topic)."""
+    add = {
+        "transactional_id": "tx",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "topics": [{"name": "ok", "partitions": [0]}, {"name": "no", "partitions": [1]}],
+    }
+    admitted, finish = guard(ApiKey.ADD_PARTITIONS_TO_TXN, gate(), add)
+    assert admitted is None
+    codes = {r["name"]: r["results"][0]["error_code"] for r in finish(None)["results"]}
+    assert codes == {
+        "ok": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "no": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+    writer = gate(allow(X, "tx", Operation.WRITE), allow(T, "ok", Operation.WRITE))
+    admitted, finish = guard(ApiKey.ADD_PARTITIONS_TO_TXN, writer, add)
+    codes = {r["name"]: r["results"][0]["error_code"] for r in finish(None)["results"]}
+    assert admitted is None
+    assert codes == {"ok": E.OPERATION_NOT_ATTEMPTED, "no": E.TOPIC_AUTHORIZATION_FAILED}
+    only_ok = {**add, "topics": add["topics"][:1]}
+    assert guard(ApiKey.ADD_PARTITIONS_TO_TXN, writer, only_ok)[0] is only_ok
+
+    offsets = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"}
+    admitted, finish = guard(ApiKey.ADD_OFFSETS_TO_TXN, writer, offsets)
+    assert admitted is None and finish(None)["error_code"] == E.GROUP_AUTHORIZATION_FAILED
+    reader = gate(allow(X, "tx", Operation.WRITE), allow(G, "g", Operation.READ))
+    assert guard(ApiKey.ADD_OFFSETS_TO_TXN, reader, offsets)[0] is offsets
+
+    end = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True}
+    admitted, finish = guard(ApiKey.END_TXN, gate(), end)
+    assert admitted is None
+    assert finish(None)["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert guard(ApiKey.END_TXN, reader, end)[0] is end
+
+    commit = {
+        "transactional_id": "tx",
+        "group_id": "g",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "topics": [{"name": "ok", "partitions": [{"partition_index": 0}]}],
+    }
+    admitted, finish = guard(ApiKey.TXN_OFFSET_COMMIT, writer, commit)
+    assert admitted is None
+    part = finish(None)["topics"][0]["partitions"][0]
+    assert part == {"partition_index": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED}
+    admitted, finish = guard(ApiKey.TXN_OFFSET_COMMIT, reader, commit)
+    assert admitted is None
+    part = finish(None)["topics"][0]["partitions"][0]
+    assert part == {"partition_index": 0, "error_code": E.TOPIC_AUTHORIZATION_FAILED}
+    everything = gate(
+        allow(X, "tx", Operation.WRITE),
+        allow(G, "g", Operation.READ),
+        allow(T, "ok", Operation.READ),
+    )
+    assert guard(ApiKey.TXN_OFFSET_COMMIT, everything, commit)[0] is commit
+
+
+def test_transaction_views_need_describe_on_each_transactional_id() -> None:
+    body = {"transactional_ids": ["seen", "hidden"]}
+    g = gate(allow(X, "seen", Operation.DESCRIBE))
+    admitted, finish = guard(ApiKey.DESCRIBE_TRANSACTIONS, g, body)
+    assert admitted == {"transactional_ids": ["seen"]}
+    answer = finish(
+        {
+            "throttle_time_ms": 0,
+            "transaction_states": [
+                {"transactional_id": "seen", "topics": [{"topic": "t", "partitions": [0]}]}
+            ],
+        }
+    )
+    states = {s["transactional_id"]: s for s in answer["transaction_states"]}
+    assert states["seen"]["topics"] == []  # no DESCRIBE on topic t
+    assert states["hidden"]["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admitted, finish = guard(ApiKey.LIST_TRANSACTIONS, g, {})
+    listed = finish(
+        {"transaction_states": [{"transactional_id": "seen"}, {"transactional_id": "hidden"}]}
+    )
+    assert listed["transaction_states"] == [{"transactional_id": "seen"}]
