@@ -185,3 +185,88 @@ def test_snapshots_carry_transactions_and_old_snapshots_still_load() -> None:
     old = ProducerStateManager.decode(body + struct.pack(">I", crc32c(body)))
     assert old is not None and old[1].ongoing() == {} and old[1].aborted == []
     assert old[1].entry(4) is not None
+
+
+def compacted(segment_bytes: int = 250) -> LogConfig:
+    return LogConfig(
+        cleanup_policy="compact",
+        segment_bytes=segment_bytes,
+        segment_ms=None,
+        retention_ms=None,
+        index_interval_bytes=128,
+        flush="never",
+    )
+
+
+def keyed_txn(pid: int, seq: int, key: bytes, value: bytes) -> bytes:
+    data = bytearray(encode_batch([Record(key, value, timestamp=TS)]))
+    struct.pack_into(">h", data, 21, 0x10)
+    struct.pack_into(">qhi", data, 43, pid, 0, seq)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def clean_once(log: PartitionLog) -> None:
+    from rustka.storage.cleaner import Cleaning
+
+    cleaning = Cleaning(log, map_bytes=1 << 20, now_ms=TS + 10_000)
+    for _ in range(10_000):
+        if cleaning.done:
+            return
+        cleaning.step(1 << 16)
+    raise AssertionError("the round did not finish")
+
+
+def committed_values(log: PartitionLog) -> dict[bytes, bytes]:
+    """What a read_committed consumer ends with per key: aborted records dropped."""
+    aborted = log.aborted_transactions(0, log.end_offset)
+    out: dict[bytes, bytes] = {}
+    for base, attributes, data in batches(log):
+        pid = parse_header(data).producer_id
+        if attributes & 0x20:
+            continue
+        if attributes & 0x10 and any(
+            t.producer_id == pid and t.first_offset <= base <= t.last_offset for t in aborted
+        ):
+            continue
+        for record in decode_records(data):
+            if record.key is not None and record.value is not None:
+                out[record.key] = record.value
+    return out
+
+
+def test_the_cleaner_keeps_markers_stops_at_the_lso_and_aborts_supersede_nothing(
+    tmp_path: Path,
+) -> None:
+    """A committed value followed by an aborted one of the same key survives compaction
+    (Kafka's cleaner leaves aborted records out of its map), every marker is kept, and
+    nothing at or past the first open transaction is cleaned."""
+    from rustka.storage.cleaner import cleanable_range
+
+    log = PartitionLog.open(tmp_path, compacted())
+    for i in range(6):
+        log.append(encode_batch([Record(b"k%d" % (i % 2), b"plain-%d" % i, timestamp=TS)]))
+    log.append(keyed_txn(1, 0, b"k0", b"aborted"))
+    log.append_marker(1, 0, commit=False)
+    log.append(keyed_txn(2, 0, b"k1", b"committed"))
+    log.append_marker(2, 0, commit=True)
+    log.append(keyed_txn(3, 0, b"k2", b"open"))  # stays open
+    open_at = log.end_offset - 1
+    for i in range(6):
+        log.append(encode_batch([Record(b"k9", b"later-%d" % i, timestamp=TS)]))
+    log.roll()
+    before = committed_values(log)
+    assert before[b"k0"] == b"plain-4" and before[b"k1"] == b"committed"
+    assert log.last_stable_offset == open_at
+    assert cleanable_range(log, TS + 10_000).first_uncleanable <= open_at
+    stored_before = sum(len(decode_records(d)) for _b, _a, d in batches(log))
+    clean_once(log)
+    # The round did clean: superseded plain values are gone.
+    assert sum(len(decode_records(d)) for _b, _a, d in batches(log)) < stored_before
+    after = committed_values(log)
+    assert after[b"k0"] == b"plain-4" and after[b"k1"] == b"committed"
+    kinds = [marker_type(d) for _b, a, d in batches(log) if a & 0x20]
+    assert kinds == [ABORT, COMMIT]
+    assert log.last_stable_offset == open_at
+    assert log.open_transactions() == {3: open_at}
+    log.close()
