@@ -183,6 +183,14 @@ async def test_groups_lag_per_partition(console: Console) -> None:
     assert group["lag_history"][-1]["lag"] == ORDERS - 4
     code, _, _ = await http(console, "/api/groups/nobody")
     assert code == 404
+    client = await console.running.client()
+    try:
+        await within(client.commit("native-readers", "orders", 0, 2))
+    finally:
+        await client.close()
+    groups = (await get_json(console, "/api/groups"))["groups"]
+    [native] = [g for g in groups if g["group"] == "native-readers"]
+    assert (native["state"], native["lag"]) == ("Empty", ORDERS - 2), "a native protocol group"
     evil = await get_json(console, "/api/groups/" + quote(EVIL_GROUP, safe=""))
     assert evil["group"] == EVIL_GROUP and evil["lag"] == 2 - 1
 
