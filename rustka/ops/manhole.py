@@ -510,6 +510,55 @@ def admin_namespace(
             )
         )
 
+    def transactions() -> None:
+        """Every transactional id: producer id and epoch, state, how long its transaction
+        has been open, and its partitions (docs/kafka.md, "Transactions")."""
+        now = int(broker.reactor.seconds() * 1000)
+        rows = [
+            (
+                m.transactional_id,
+                m.producer_id,
+                m.producer_epoch,
+                m.state.kafka_name,
+                (now - m.start_ms) // 1000
+                if m.start_ms >= 0 and m.state.name == "ONGOING"
+                else "-",
+                ",".join(f"{t}-{p}" for t, p in sorted(m.partitions)) or "-",
+            )
+            for m in broker.transactions.transactions()
+        ]
+        _emit(
+            format_table(
+                ("transactional_id", "producer_id", "epoch", "state", "open_s", "partitions"),
+                rows,
+            )
+        )
+
+    def open_transactions() -> None:
+        """Per partition with an open transaction: its last stable offset, its end, and
+        each open producer id with the offset its transaction starts at."""
+        logs = broker.logs
+        rows = []
+        for name in sorted(logs.topics) if logs is not None else []:
+            for index, plog in enumerate(logs.topics[name].partitions):
+                for pid, first in sorted(plog.open_transactions().items()):
+                    rows.append((name, index, plog.last_stable_offset, plog.end_offset, pid, first))
+        _emit(
+            format_table(("topic", "partition", "lso", "end", "producer_id", "first_offset"), rows)
+        )
+
+    def abort_transaction(transactional_id: str) -> None:
+        """Abort ``transactional_id``'s open transaction now, fencing its producer (the
+        operator's way out of a hanging one, Kafka's kafka-transactions.sh abort)."""
+
+        def done(_: object) -> None:
+            _emit(f"aborted the transaction of {transactional_id!r}")
+
+        def failed(failure: Any) -> None:
+            _emit(f"not aborted: {failure.getErrorMessage()}")
+
+        broker.transactions.abort(transactional_id).addCallbacks(done, failed)
+
     helpers: dict[str, Callable[..., None]] = {
         "topics": topics,
         "partitions": partitions,
@@ -518,6 +567,9 @@ def admin_namespace(
         "connections": connections,
         "kafka_connections": kafka_connections,
         "pool": pool,
+        "transactions": transactions,
+        "open_transactions": open_transactions,
+        "abort_transaction": abort_transaction,
     }
     return {
         "broker": broker,

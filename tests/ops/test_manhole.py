@@ -410,3 +410,47 @@ async def test_kafka_connections_lists_client_id_and_software(
         ]
     finally:
         await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_transaction_helpers_list_and_abort_a_hanging_transaction(
+    manhole: Manhole, capsys: Any
+) -> None:
+    """transactions() and open_transactions() show an open transaction and where it holds
+    the last stable offset back; abort_transaction() ends it and fences its producer."""
+    from tests.storage.test_transactions import txn_batch
+
+    core = manhole.running.broker
+    ns = admin_namespace(core, manhole.running.factory, core.io)
+    await core.create_topic("held", 1)
+    pid, epoch = await core.transactions.init_producer_id("stuck", 60_000)
+    await core.transactions.add_partitions("stuck", pid, epoch, [("held", 0)])
+    await core.append("held", 0, txn_batch(pid, 0), auto_create=False, transactional_id="stuck")
+    assert ns["transactions"]() is None
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["transactional_id", "producer_id", "epoch", "state", "open_s", "partitions"]
+    assert rows[1][:4] == ["stuck", str(pid), "0", "Ongoing"] and rows[1][5] == "held-0"
+    assert ns["open_transactions"]() is None
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[1] == ["held", "0", "0", "2", str(pid), "0"]
+    assert ns["abort_transaction"]("stuck") is None
+    assert (await next_output(capsys)).strip() == "aborted the transaction of 'stuck'"
+    meta = core.transactions.describe("stuck")
+    assert (
+        meta is not None and meta.state.kafka_name == "CompleteAbort" and meta.producer_epoch == 1
+    )
+    assert core.partition("held", 0).last_stable_offset == 3
+    ns["abort_transaction"]("stuck")
+    assert "not aborted" in await next_output(capsys)
+
+
+async def next_output(capsys: Any) -> str:
+    """What the helper prints once its Deferred fired (bounded: 5 s)."""
+    from twisted.internet import reactor, task
+
+    for _ in range(250):
+        out = capsys.readouterr().out
+        if out:
+            return str(out)
+        await task.deferLater(reactor, 0.02, lambda: None)
+    raise AssertionError("the helper printed nothing")
