@@ -52,9 +52,8 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
-    # Transaction keys get this node too: the client then asks InitProducerId with its
-    # transactional id and is refused there with a fatal error (docs/kafka.md,
-    # "Produce"), instead of retrying a coordinator lookup until it times out.
+    # This node coordinates every group and, for key type 1, every transactional id
+    # (docs/kafka.md, "Transactions").
     host, port = advertised_address(ctx)
     return {
         "throttle_time_ms": 0,
