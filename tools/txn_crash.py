@@ -4,16 +4,15 @@ A transaction spans three partitions and a group's offsets. Its commit is a
 sequence of durable steps (docs/kafka.md, "Transactions"): the coordinator's
 records in ``__transactions/`` (Empty, Ongoing as partitions and the group are
 added, the staged offsets, PrepareCommit), a marker on each partition, the
-offsets (CompleteCommit comes later, off the commit's path). The child (``python -m tools.txn_crash child DIR
---die-after N``) runs a real broker core in its own reactor and kills itself
-with SIGKILL right after the Nth of those steps (a transaction-log write or a
-marker append) completes. Whatever N, after a restart every partition must end
-the transaction the same way: committed, with the group's offsets, when
-PrepareCommit was durable (the restart rolls it forward); aborted, without
-them, when it was not (its timeout aborts it); and no partition may keep it
-open.
-
-    .venv/bin/python -m tools.txn_crash DIR_PARENT   # every step, prints each outcome
+offsets (CompleteCommit comes later, off the commit's path). The child
+(``python -m tools.txn_crash child DIR --die-after N``) runs a real broker
+core in its own reactor and kills itself with SIGKILL right after the Nth of
+those steps (a transaction-log write or a marker append) completes. Whatever
+N, after a restart every partition must end the transaction the same way:
+committed, with the group's offsets, when PrepareCommit was durable (the
+restart rolls it forward); aborted, without them, when it was not (its
+timeout aborts it); and no partition may keep it open. tests/test_txn_crash.py
+runs the child once per step and checks each restart.
 """
 
 from __future__ import annotations
