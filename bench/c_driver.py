@@ -130,12 +130,17 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
             raise RuntimeError(f"topic {topic} has {have} partitions, not {partitions}") from exc
 
 
-def program(spec: dict[str, Any], args: list[str]) -> Result:
+def program(spec: dict[str, Any], args: list[str], stdin: str = "") -> Result:
     """Run the C program and take its JSON line as the result."""
     exe = build()
     env = environment(spec.get("librdkafka", "wheel"))
     done = subprocess.run(
-        [str(exe), *args], capture_output=True, text=True, env=env, timeout=TIMEOUT * 10
+        [str(exe), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT * 10,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:

@@ -4,8 +4,9 @@ The program is built from its source by the driver, as bench/harness.py does,
 and run against rustka under twistd and against Tansu with small counts: every
 record must be acknowledged with contiguous offsets per partition (K1, K5) and
 read back once each, in order, with its value intact (K3, K6). The checks must
-also fail where the records are not there. bench/harness.py's quick run of all
-rows, these included, is tests/test_bench_harness.py.
+also fail where the records are not there, and the produce check on wrong
+offsets. bench/harness.py's quick run of all rows, these included, is
+tests/test_bench_harness.py.
 """
 
 from __future__ import annotations
@@ -99,6 +100,27 @@ def test_producer_fails_when_a_record_cannot_be_sent(rustka: harness.System) -> 
     result = c_driver.program({}, args)
     assert not result.ok
     assert result.note == "produce: Local: Unknown partition"
+
+
+def _check(partitions: int, acknowledged: list[tuple[int, int]]) -> c_driver.Result:
+    """The produce check alone on (partition, offset) per record index."""
+    lines = "".join(f"{p} {o}\n" for p, o in acknowledged)
+    return c_driver.program({}, ["check", str(partitions), str(len(acknowledged))], lines)
+
+
+def test_produce_check_finds_gaps_duplicates_and_missing_acks() -> None:
+    # Record i goes to partition i % 2; offsets per partition may start anywhere.
+    good = _check(2, [(0, 5), (1, 0), (0, 6), (1, 1), (0, 7)])
+    assert good.ok, good.note
+    gap = _check(2, [(0, 5), (1, 0), (0, 7), (1, 1)])
+    assert gap.note == "partition 0: offset 7 where 6 was expected: gap or duplicate"
+    duplicate = _check(2, [(0, 5), (1, 0), (0, 5), (1, 1)])
+    assert duplicate.note == "partition 0: offset 5 where 6 was expected: gap or duplicate"
+    unacked = _check(2, [(0, 5), (1, -1), (0, 6), (1, 1)])
+    assert unacked.note == "record 1 was never acknowledged"
+    misrouted = _check(2, [(0, 5), (0, 6)])
+    assert misrouted.note == "record 1 acknowledged in partition 0, sent to 1"
+    assert not (gap.ok or duplicate.ok or unacked.ok or misrouted.ok)
 
 
 def test_topic_with_other_partition_count_is_refused(rustka: harness.System) -> None:

@@ -5,12 +5,16 @@
  *
  *   rdkafka_bench produce BOOTSTRAP TOPIC PARTITIONS COUNT PRODUCERS SERVER_PID
  *   rdkafka_bench consume BOOTSTRAP TOPIC PARTITIONS COUNT SERVER_PID IDLE_SECONDS
+ *   rdkafka_bench check PARTITIONS COUNT < "partition offset" lines
  *
  * produce: COUNT records (16-byte key, the harness's 100-byte value), record i to
  *   partition i % PARTITIONS, split into PRODUCERS contiguous shares, one producer
  *   instance (own connection) and thread per share; acks=all, linger 5 ms, 1 MiB
  *   batches. Every record's delivery report is kept: the run passes only if every
  *   record was acknowledged and each partition's offsets are contiguous, once each.
+ * check: the produce check alone, on record i's acknowledged partition and offset
+ *   read from line i of stdin (offset -1: never acknowledged), so a test can show
+ *   that it finds a gap, a duplicate or a missing acknowledgement.
  * consume: one consumer assigned PARTITIONS partitions from offset 0 (librdkafka
  *   fetches them all in one Fetch per broker); passes only if each partition gives
  *   its share of COUNT with offsets 0, 1, 2... in order and every value intact.
@@ -361,6 +365,23 @@ static int consume(const char *bootstrap, const char *topic, int partitions, lon
     return problem[0] ? 1 : 0;
 }
 
+static int check(int partitions, long n) {
+    offsets = malloc(sizeof(int64_t) * (size_t)n);
+    partition_of = malloc(sizeof(int32_t) * (size_t)n);
+    for (long i = 0; i < n; i++) {
+        long long offset;
+        int partition;
+        if (scanf("%d %lld", &partition, &offset) != 2) fail("check", "fewer lines than records");
+        offsets[i] = offset;
+        partition_of[i] = partition;
+    }
+    char problem[512] = "";
+    check_deliveries(n, partitions, problem, sizeof problem);
+    struct clock c = {0};
+    report(n, &c, !problem[0], problem[0] ? problem : "every offset checked", partitions, 0);
+    return problem[0] ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     for (int i = 0; i < VALUE_SIZE; i++) VALUE[i] = (unsigned char)((i * 131 + 17) % 251);
     if (argc == 8 && strcmp(argv[1], "produce") == 0) {
@@ -375,9 +396,16 @@ int main(int argc, char **argv) {
         if (partitions < 1 || n < 1) fail("consume", "bad arguments");
         return consume(argv[2], argv[3], partitions, n, atol(argv[6]), atoi(argv[7]));
     }
+    if (argc == 4 && strcmp(argv[1], "check") == 0) {
+        int partitions = atoi(argv[2]);
+        long n = atol(argv[3]);
+        if (partitions < 1 || n < 1) fail("check", "bad arguments");
+        return check(partitions, n);
+    }
     fprintf(stderr,
             "usage: %s produce BOOTSTRAP TOPIC PARTITIONS COUNT PRODUCERS SERVER_PID\n"
-            "       %s consume BOOTSTRAP TOPIC PARTITIONS COUNT SERVER_PID IDLE_SECONDS\n",
-            argv[0], argv[0]);
+            "       %s consume BOOTSTRAP TOPIC PARTITIONS COUNT SERVER_PID IDLE_SECONDS\n"
+            "       %s check PARTITIONS COUNT\n",
+            argv[0], argv[0], argv[0]);
     return 2;
 }
