@@ -17,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "bench" / "harness.py"
+TANSU = "tansu/memory (no disk)"
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "K1", "K2", "K3", "K4", "K1-C", "K3-C", "K5", "K6")
 
 # What each peer needs; scripts/test installs all of it.
 PEER_TOOLS = {
@@ -41,9 +43,15 @@ def test_quick_run_of_the_default_workloads_passes_against_every_peer(tmp_path: 
     result = json.loads(out.read_text())
     assert result["skipped"] == [], f"peers were skipped: {result['skipped']}"
     rows = {(row["system"], row["workload"]): row for row in result["rows"]}
-    for workload in ("W1", "W2", "W3", "W4", "W5", "K1", "K2", "K3", "K4"):
+    for workload in WORKLOADS:
         assert ("rustka/always", workload) in rows, f"no rustka/always row for {workload}"
         assert ("rustka/interval", workload) in rows, f"no rustka/interval row for {workload}"
+    # The C-client rows run against Tansu in the same rounds, each with its broker CPU per record.
+    for workload in ("K1-C", "K3-C", "K5", "K6"):
+        row = rows.get((TANSU, workload))
+        assert row is not None, f"no Tansu row for {workload}"
+        assert row["records"] == (64_000 if workload in ("K5", "K6") else 100_000)
+        assert row["server_cpu_per_m"] is not None
     systems = {system for system, _ in rows}
     for peer in ("redis/always", "redis/everysec", "nats/file", "tansu/memory (no disk)"):
         assert peer in systems, f"peer {peer} has no row: {sorted(systems)}"
