@@ -375,3 +375,32 @@ async def test_kafka_admin_clients_list_and_describe_transactions(broker: Any) -
     assert {(tp.topic, tp.partition) for tp in open_one.topic_partitions} == {("viewed", 1)}
     assert described["t-done"].state.value == "CompleteCommit"
     assert described["t-done"].topic_partitions == set()
+
+
+@pytest_twisted.ensureDeferred
+async def test_kcat_reads_only_committed_records(broker: Any) -> None:
+    """Debian's kcat (librdkafka 2.0, read_committed by default) skips the aborted
+    records and the control batches, and with isolation.level=read_uncommitted sees the
+    aborted ones too; its offsets are the stored ones, markers' offsets skipped."""
+    from tests.kafka import real_clients as rc
+
+    core = broker.broker
+    await within(core.create_topic("txn", 1))
+    await within(threads.deferToThread(commit_and_abort, broker.address), 90)
+    args = ("-b", broker.address, "-C", "-t", "txn", "-p", "0", "-o", "beginning", "-e")
+    committed = await within(threads.deferToThread(rc.kcat, *args, "-f", "%o %s\\n"), 60)
+    rows = [line.split(" ", 1) for line in committed.splitlines() if line]
+    assert [(int(o), v.removesuffix(PAD.decode())) for o, v in rows] == [
+        (0, "committed-0"),
+        (1, "committed-1"),
+        (2, "committed-2"),
+        (7, "committed-last"),
+    ]
+    everything = await within(
+        threads.deferToThread(
+            rc.kcat, *args, "-X", "isolation.level=read_uncommitted", "-f", "%o %s\\n"
+        ),
+        60,
+    )
+    offsets = [int(line.split(" ", 1)[0]) for line in everything.splitlines() if line]
+    assert offsets == [0, 1, 2, 4, 5, 7]
