@@ -349,6 +349,7 @@ def machine() -> dict[str, Any]:
         own = confluent_kafka.version()
         own = own if isinstance(own, str) else own[0]
         versions["confluent-kafka"] = f"{own} (librdkafka {confluent_kafka.libversion()[0]})"
+        versions["c-client"] = _c_client(confluent_kafka.libversion()[0])
     return {
         # Other work on the machine moves latencies most of all: say how busy it was.
         "loadavg_1_5_15": os.getloadavg(),
@@ -359,6 +360,23 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         **versions,
     }
+
+
+def _c_client(runs_on: str) -> str:
+    """What the C-client rows ran: the compiler, the headers built against, the library loaded."""
+    cc = shutil.which("cc")
+    compiler = "no cc"
+    if cc is not None:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+        compiler = (out.splitlines() or ["cc"])[0]
+    headers = "no librdkafka-dev"
+    with contextlib.suppress(OSError):
+        text = Path("/usr/include/librdkafka/rdkafka.h").read_text(errors="replace")
+        found = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-fA-F]{8})", text)
+        if found:
+            v = int(found.group(1), 16)
+            headers = f"librdkafka-dev {v >> 24}.{(v >> 16) & 0xFF}.{(v >> 8) & 0xFF}"
+    return f"{compiler}; built against {headers}; runs on the wheel's librdkafka {runs_on}"
 
 
 def rustka_systems(base: Path, flushes: list[str]) -> list[System]:
