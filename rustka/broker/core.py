@@ -475,6 +475,19 @@ class Broker:
         """Pool work for the core's helpers (the transaction log), counted like `_run`."""
         return self._run(f, *args)
 
+    def open_transactions(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, producer id, epoch) of every transaction a partition holds
+        open, for the coordinator's check at startup."""
+        logs = self._check_open()
+        out = []
+        for name, topic in sorted(logs.topics.items()):
+            for index, plog in enumerate(topic.partitions):
+                state = plog.producer_state
+                for producer_id in sorted(plog.open_transactions()):
+                    entry = state.entry(producer_id)
+                    out.append((name, index, producer_id, 0 if entry is None else entry.epoch))
+        return out
+
     def partition_exists(self, topic: str, partition: int) -> bool:
         try:
             self.partition(topic, partition)

@@ -97,6 +97,10 @@ class TransactionsCore(Protocol):
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 
+    def open_transactions(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, producer id, epoch) of every transaction the logs hold open."""
+        ...
+
 
 @dataclass
 class TxnOutcome:
@@ -140,7 +144,8 @@ class TransactionCoordinator:
     # -- lifecycle ---------------------------------------------------------------
 
     def load(self, store: TransactionLog) -> defer.Deferred[None]:
-        """Take the replayed log, roll forward what it left prepared, start the timeouts."""
+        """Take the replayed log, roll forward what it left prepared, abort what the
+        partitions hold open that the log does not know of, start the timeouts."""
         self._store = store
         self._meta = store.entries()
         self._loop = task.LoopingCall(self._pass)
@@ -148,7 +153,34 @@ class TransactionCoordinator:
         self._loop.start(self.abort_interval_ms / 1000, now=False).addErrback(
             lambda f: self.log.failure("transaction timeout pass stopped", f)
         )
-        return self._finish_prepared()
+        orphans = self._abort_orphans()
+        return defer.gatherResults([self._finish_prepared(), orphans]).addCallback(lambda _: None)
+
+    def _abort_orphans(self) -> defer.Deferred[None]:
+        """The log is the truth: a partition holding a transaction open that no
+        transactional id's Ongoing or Prepare state covers (the transaction log was
+        damaged or removed) would hold its last stable offset back for ever, so it is
+        aborted there, with the epoch the partition last saw."""
+        covered = {
+            (m.producer_id, topic, partition)
+            for m in self._meta.values()
+            if m.state == ONGOING or m.state in PREPARING
+            for topic, partition in m.partitions
+        }
+        jobs = []
+        for topic, partition, producer_id, epoch in self.core.open_transactions():
+            if (producer_id, topic, partition) in covered:
+                continue
+            self.log.warn(
+                "aborting the transaction of producer {pid} open on {topic}-{partition}: "
+                "no transactional id in the transaction log covers it",
+                pid=producer_id,
+                topic=topic,
+                partition=partition,
+            )
+            jobs.append(self.core.write_marker(topic, partition, producer_id, epoch, False))
+        d = defer.gatherResults(jobs, consumeErrors=True)
+        return d.addCallbacks(lambda _: None, lambda f: self._logged(f, "an orphan abort"))
 
     def stop(self) -> None:
         if self._loop is not None and self._loop.running:

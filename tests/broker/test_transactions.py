@@ -207,3 +207,33 @@ async def test_a_prepared_abort_is_rolled_forward_and_writes_no_offsets(data_dir
         assert core.committed_offsets("g") == {}
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_transaction_the_log_lost_is_aborted_at_startup(data_dir: Path) -> None:
+    """With __transactions/ gone, the partition still holds the transaction open (its
+    producer state says so); the restart aborts it there instead of leaving the last
+    stable offset behind for ever."""
+    import shutil
+
+    from twisted.internet import reactor
+
+    running = await start_broker(data_dir)
+    try:
+        pid, _epoch = await open_transaction(running)
+    finally:
+        await running.stop()
+    shutil.rmtree(data_dir / TRANSACTIONS_DIR)
+    running = await start_broker(data_dir)
+    try:
+        plog = running.broker.partition("t", 0)
+        for _ in range(100):
+            if not plog.open_transactions():
+                break
+            await task.deferLater(reactor, 0.05, lambda: None)
+        assert plog.open_transactions() == {}
+        assert plog.last_stable_offset == plog.end_offset
+        assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
+        assert running.broker.committed_offsets("g") == {}
+    finally:
+        await running.stop()
