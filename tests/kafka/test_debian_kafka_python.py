@@ -1,8 +1,8 @@
 """Debian's python3-kafka (kafka-python 2.0.2) against a real rustka broker (issue 16).
 
 Debian ships an older kafka-python than the PyPI one the venv holds, with its own
-version probing: it infers broker 2.4 from rustka's ApiVersions and then writes
-RecordBatch v2 in Produce v7, fetches with v4, joins with v2 and commits with v2.
+version probing: it infers broker 2.5 from rustka's ApiVersions (DescribeAcls v2 is
+listed) and then writes RecordBatch v2 in Produce v7, fetches with v4, joins with v2 and commits with v2.
 It runs under the system interpreter in a subprocess
 (tests/kafka/debian_kafka_python.py) so the two kafka-pythons never meet.
 """
@@ -87,7 +87,7 @@ async def test_debian_kafka_python_produces_what_is_stored_and_a_group_resumes_f
     topic, group = f"deb-kp-{codec}", f"g-deb-kp-{codec}"
     await make_topic(broker, topic, 2)
     produced = await driver("produce", broker.address, topic, "10", codec)
-    assert produced["api_version"] == [2, 4, 0]
+    assert produced["api_version"] == [2, 5, 0]
     # Record i went to partition i % 2, in order.
     assert produced["delivered"] == [[i % 2, i // 2] for i in range(10)]
 
