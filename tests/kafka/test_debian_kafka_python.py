@@ -2,7 +2,8 @@
 
 Debian ships an older kafka-python than the PyPI one the venv holds, with its own
 version probing: it infers broker 2.5 from rustka's ApiVersions (DescribeAcls v2 is
-listed) and then writes RecordBatch v2 in Produce v7, fetches with v4, joins with v2 and commits with v2.
+listed) and then writes RecordBatch v2 in Produce v7, fetches with v4, joins with v2
+and commits with v2.
 It runs under the system interpreter in a subprocess
 (tests/kafka/debian_kafka_python.py) so the two kafka-pythons never meet.
 """
