@@ -177,6 +177,9 @@ def transform(bootstrap: str, count: int, abort_first: bool) -> None:
                 consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 20
             )
             if not aborted:
+                # Sent before the abort, so the aborted outputs are stored (an abort
+                # purges what librdkafka has not sent yet).
+                producer.flush(20)
                 producer.abort_transaction(20)
                 aborted = True
                 # Back to the last committed position: the aborted input is read again.
