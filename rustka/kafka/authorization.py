@@ -81,6 +81,12 @@ class _TopicPartitions:
     denied: Mapping[str, Any]
 
 
+def _named(denied: Mapping[str, Any]) -> _TopicPartitions:
+    """The shape most APIs share: ``topics[name, partitions[partition_index]]`` both ways."""
+    names = ("topics", "name", "partitions", "partition_index")
+    return _TopicPartitions(*names, *names, denied)
+
+
 def _split(
     gate: Gate,
     body: Body,
@@ -141,28 +147,8 @@ _FETCH = _TopicPartitions(
     "partition_index",
     {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": b""},
 )
-_LIST_OFFSETS = _TopicPartitions(
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    {"timestamp": -1, "offset": -1, "leader_epoch": -1},
-)
-_OFFSET_COMMIT = _TopicPartitions(
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    {},
-)
+_LIST_OFFSETS = _named({"timestamp": -1, "offset": -1, "leader_epoch": -1})
+_OFFSET_COMMIT = _named({})
 _LEADER_EPOCH = _TopicPartitions(
     "topics",
     "topic",
@@ -174,29 +160,9 @@ _LEADER_EPOCH = _TopicPartitions(
     "partition",
     {"leader_epoch": -1, "end_offset": -1},
 )
-_OFFSET_DELETE = _TopicPartitions(
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    {},
-)
+_OFFSET_DELETE = _named({})
 
-_DELETE_RECORDS = _TopicPartitions(
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    {"low_watermark": -1},
-)
+_DELETE_RECORDS = _named({"low_watermark": -1})
 
 
 def _fixed_none(_: Body | None) -> None:
@@ -216,26 +182,15 @@ def _produce(
     return admitted, finish
 
 
-def _fetch(ctx: RequestContext, gate: Gate, version: int, body: Body) -> tuple[Body | None, Finish]:
-    return _split(gate, body, READ, _FETCH)
+def _each_topic(op: Operation, shape: _TopicPartitions) -> Guard:
+    """Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords: ``op`` on each topic."""
 
+    def guard(
+        ctx: RequestContext, gate: Gate, version: int, body: Body
+    ) -> tuple[Body | None, Finish]:
+        return _split(gate, body, op, shape)
 
-def _list_offsets(
-    ctx: RequestContext, gate: Gate, version: int, body: Body
-) -> tuple[Body | None, Finish]:
-    return _split(gate, body, DESCRIBE, _LIST_OFFSETS)
-
-
-def _leader_epoch(
-    ctx: RequestContext, gate: Gate, version: int, body: Body
-) -> tuple[Body | None, Finish]:
-    return _split(gate, body, DESCRIBE, _LEADER_EPOCH)
-
-
-def _delete_records(
-    ctx: RequestContext, gate: Gate, version: int, body: Body
-) -> tuple[Body | None, Finish]:
-    return _split(gate, body, DELETE, _DELETE_RECORDS)
+    return guard
 
 
 def _offset_commit(
@@ -639,17 +594,7 @@ def _txn_offset_commit(
     return _split(gate, body, READ, _TXN_OFFSET_COMMIT, code, deny_all=True)
 
 
-_TXN_OFFSET_COMMIT = _TopicPartitions(
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    {},
-)
+_TXN_OFFSET_COMMIT = _named({})
 
 
 def _describe_transactions(
@@ -744,8 +689,8 @@ _CLUSTER_DENIED = {
 GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
     {
         ApiKey.PRODUCE: _produce,
-        ApiKey.FETCH: _fetch,
-        ApiKey.LIST_OFFSETS: _list_offsets,
+        ApiKey.FETCH: _each_topic(READ, _FETCH),
+        ApiKey.LIST_OFFSETS: _each_topic(DESCRIBE, _LIST_OFFSETS),
         ApiKey.METADATA: _metadata,
         ApiKey.OFFSET_COMMIT: _offset_commit,
         ApiKey.OFFSET_FETCH: _offset_fetch,
@@ -769,7 +714,7 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
             "topics", CREATE, "topics", with_message=True, cluster_op=True
         ),
         ApiKey.DELETE_TOPICS: _topics_each("topic_names", DELETE, "responses", with_message=False),
-        ApiKey.DELETE_RECORDS: _delete_records,
+        ApiKey.DELETE_RECORDS: _each_topic(DELETE, _DELETE_RECORDS),
         ApiKey.INIT_PRODUCER_ID: _init_producer_id,
         ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
         ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
@@ -777,7 +722,7 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
         ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
         ApiKey.LIST_TRANSACTIONS: _list_transactions,
-        ApiKey.OFFSET_FOR_LEADER_EPOCH: _leader_epoch,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: _each_topic(DESCRIBE, _LEADER_EPOCH),
         ApiKey.DESCRIBE_CONFIGS: _configs(Operation.DESCRIBE_CONFIGS, "results"),
         ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "results": []}),
         ApiKey.CREATE_PARTITIONS: _topics_each("topics", ALTER, "results", with_message=True),
