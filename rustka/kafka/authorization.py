@@ -234,17 +234,7 @@ def _offset_fetch(
             }
         )
     if requested is None:  # every partition the group committed: leave out the hidden
-
-        def visible(response: Body | None) -> Body | None:
-            if response is not None:
-                response["topics"] = [
-                    t
-                    for t in response.get("topics", ())
-                    if gate.allows(DESCRIBE, TOPIC, t["name"], quiet=True)
-                ]
-            return response
-
-        return body, visible
+        return body, _describable_topics(gate)
     allowed = [t for t in requested if gate.allows(DESCRIBE, TOPIC, t["name"])]
     if len(allowed) == len(requested):
         return body, unchanged
@@ -267,6 +257,22 @@ def _offset_fetch(
     return ({**body, "topics": allowed} if allowed else None), finish
 
 
+def _describable_topics(gate: Gate) -> Finish:
+    """For a listing of every topic (Metadata, OffsetFetch of all partitions): leave out,
+    quietly, the topics the principal may not describe."""
+
+    def visible(response: Body | None) -> Body | None:
+        if response is not None:
+            response["topics"] = [
+                t
+                for t in response.get("topics", ())
+                if gate.allows(DESCRIBE, TOPIC, t["name"], quiet=True)
+            ]
+        return response
+
+    return visible
+
+
 def _no_offset(partition: int, code: int) -> Body:
     return {
         "partition_index": partition,
@@ -285,17 +291,7 @@ def _metadata(
 ) -> tuple[Body | None, Finish]:
     requested = body.get("topics")
     if requested is None or (version == 0 and not requested):
-
-        def visible(response: Body | None) -> Body | None:
-            if response is not None:
-                response["topics"] = [
-                    t
-                    for t in response.get("topics", ())
-                    if gate.allows(DESCRIBE, TOPIC, t["name"], quiet=True)
-                ]
-            return response
-
-        return body, visible
+        return body, _describable_topics(gate)
     existing = {t.name for t in ctx.broker.topics_snapshot()}
     may_create = None
     allowed: list[Body] = []
