@@ -558,8 +558,10 @@ class TransactionCoordinator:
         self.outcomes.timed_out += 1
         return None
 
-    def abort(self, transactional_id: str) -> defer.Deferred[None]:
-        """An operator's abort of a hanging transaction (fences its producer)."""
+    def abort(self, transactional_id: str) -> defer.Deferred[TxnMetadata]:
+        """An operator's abort of a hanging transaction (fences its producer). Fires with
+        what ended: its partitions and groups, the epoch its markers carried and the
+        state it ended in (CompleteCommit when a decided commit was being completed)."""
 
         @defer.inlineCallbacks
         def go() -> Any:
@@ -567,15 +569,20 @@ class TransactionCoordinator:
             if meta is None:
                 raise InvalidProducerIdMapping(f"no transactional id {transactional_id!r}")
             if meta.state in PREPARING:
-                yield self._roll_forward(transactional_id)
-                return None
-            if meta.state != ONGOING:
+                done = yield self._roll_forward(transactional_id)
+            elif meta.state != ONGOING:
                 raise InvalidTxnState(
                     f"{transactional_id!r} has no open transaction ({meta.state.kafka_name})"
                 )
-            yield self._abort_fenced(meta)
-            self.outcomes.aborted += 1
-            return None
+            else:
+                done = yield self._abort_fenced(meta)
+                self.outcomes.aborted += 1
+            return meta.but(
+                producer_id=done.producer_id,
+                producer_epoch=done.producer_epoch,
+                state=done.state,
+                last_update_ms=done.last_update_ms,
+            )
 
         return self._locked(transactional_id, go)
 
