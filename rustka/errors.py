@@ -190,9 +190,10 @@ class AuthenticationFailed(RustkaError):
 class InvalidTxnState(RustkaError):
     """A transactional request the transaction's state does not allow (Kafka's
     INVALID_TXN_STATE), e.g. a transactional batch for a partition the transaction
-    did not add (docs/kafka.md, "Transactions"). The subclasses are Kafka's other
+    did not add (docs/kafka.md, "Transactions"), or an operator's abort of an id with
+    no open transaction (docs/protocol.md 7.15). The subclasses are Kafka's other
     transaction errors; they share the code, since only the Kafka front-end, which
-    maps each to its own Kafka error, meets them. Not in ERRORS_BY_CODE."""
+    maps each to its own Kafka error, tells them apart."""
 
     code = 23
 
@@ -207,6 +208,13 @@ class ConcurrentTransactions(InvalidTxnState):
 
 class InvalidTransactionTimeout(InvalidTxnState):
     """transaction.timeout.ms above the broker's maximum, or not positive."""
+
+
+class TransactionalIdNotFound(RustkaError):
+    """An operator named a transactional id the coordinator does not know (Kafka's
+    TRANSACTIONAL_ID_NOT_FOUND; docs/protocol.md 7.15)."""
+
+    code = 24
 
 
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
@@ -232,5 +240,7 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         NotAuthorized,
         AuthenticationRequired,
         AuthenticationFailed,
+        InvalidTxnState,
+        TransactionalIdNotFound,
     )
 }

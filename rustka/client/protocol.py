@@ -579,6 +579,49 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.DeleteAcls(*_filter_fields(selector)), done)
 
+    # -- transactions, the operator's view (docs/protocol.md 7.15) ----------------
+
+    def list_transactions(
+        self, states: Sequence[str] = (), producer_ids: Sequence[int] = ()
+    ) -> Deferred[list[p.ListedTransaction]]:
+        """Every transactional id the coordinator knows, by id; only those in one of
+        ``states`` (Kafka's names: Ongoing, CompleteCommit, ...) or of one of
+        ``producer_ids`` when given. An unknown state name fails the call."""
+
+        def done(response: p.Response) -> list[p.ListedTransaction]:
+            return list(_expect(response, p.Transactions, "ListTransactions").transactions)
+
+        return self._call(p.ListTransactions(tuple(states), tuple(producer_ids)), done)
+
+    def describe_transaction(self, transactional_id: str) -> Deferred[p.TransactionDescribed]:
+        """One transactional id: state, producer, timeout, start, partitions and groups
+        (TransactionalIdNotFound if the coordinator does not know it)."""
+
+        def done(response: p.Response) -> p.TransactionDescribed:
+            return _expect(response, p.TransactionDescribed, "DescribeTransaction")
+
+        return self._call(p.DescribeTransaction(transactional_id), done)
+
+    def abort_transaction(self, transactional_id: str) -> Deferred[p.TransactionAborted]:
+        """Abort the id's open transaction, fencing its producer; fires with what was
+        aborted. InvalidTxnState if none is open, TransactionalIdNotFound if unknown."""
+
+        def done(response: p.Response) -> p.TransactionAborted:
+            return _expect(response, p.TransactionAborted, "AbortTransaction")
+
+        return self._call(p.AbortTransaction(transactional_id), done)
+
+    def describe_stable_offsets(
+        self, topics: Sequence[str] = ()
+    ) -> Deferred[list[p.TopicStableOffsets]]:
+        """Each partition's last stable offset, high watermark and open transactions,
+        for the named topics or every topic."""
+
+        def done(response: p.Response) -> list[p.TopicStableOffsets]:
+            return list(_expect(response, p.StableOffsets, "DescribeStableOffsets").topics)
+
+        return self._call(p.DescribeStableOffsets(tuple(topics)), done)
+
     def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Raise a topic's partition count; fires with the new count."""
 

@@ -31,6 +31,7 @@ Decision: TypeAlias = "str | Filter | None"
 Rule: TypeAlias = Callable[[Gate, Any], Decision]
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+TXN_ID = ResourceType.TRANSACTIONAL_ID
 Op = Operation
 
 
@@ -68,7 +69,9 @@ def _create(gate: Gate, req: Any) -> Decision:
     return _on_topic(Op.CREATE)(gate, req)
 
 
-def _topic_listing(gate: Gate, req: p.Metadata | p.DescribeLogs) -> Decision:
+def _topic_listing(
+    gate: Gate, req: p.Metadata | p.DescribeLogs | p.DescribeStableOffsets
+) -> Decision:
     """Named topics must each be describable; all topics lists only those that are."""
     for name in req.topics:
         if not gate.allows(Op.DESCRIBE, TOPIC, name):
@@ -77,7 +80,7 @@ def _topic_listing(gate: Gate, req: p.Metadata | p.DescribeLogs) -> Decision:
         return None
 
     def visible(response: Any) -> Any:
-        if not isinstance(response, (p.MetadataResult, p.LogsDescribed)):
+        if not isinstance(response, (p.MetadataResult, p.LogsDescribed, p.StableOffsets)):
             return response
         shown = tuple(
             t for t in response.topics if gate.allows(Op.DESCRIBE, TOPIC, t.name, quiet=True)
@@ -124,6 +127,42 @@ def _on_cluster(op: Operation) -> Rule:
     return rule
 
 
+def _list_transactions(gate: Gate, req: p.ListTransactions) -> Decision:
+    """Kafka's ListTransactions lists the ids the principal may DESCRIBE, refusing none."""
+
+    def visible(response: Any) -> Any:
+        if not isinstance(response, p.Transactions):
+            return response
+        shown = tuple(
+            t
+            for t in response.transactions
+            if gate.allows(Op.DESCRIBE, TXN_ID, t.transactional_id, quiet=True)
+        )
+        return response._replace(transactions=shown)
+
+    return visible
+
+
+def _describe_transaction(gate: Gate, req: p.DescribeTransaction) -> Decision:
+    if gate.allows(Op.DESCRIBE, TXN_ID, req.transactional_id):
+        return None
+    return _refusal(Op.DESCRIBE, TXN_ID, req.transactional_id)
+
+
+def _abort_transaction(gate: Gate, req: p.AbortTransaction) -> Decision:
+    """CLUSTER_ACTION on the cluster, what kafka-transactions.sh abort needs (its
+    WriteTxnMarkers), or WRITE on the transactional id, with which a Kafka producer
+    may already abort it by fencing (InitProducerId)."""
+    if gate.allows(Op.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, quiet=True):
+        return None
+    if gate.allows(Op.WRITE, TXN_ID, req.transactional_id):
+        return None
+    return (
+        f"not authorized: no ACL allows CLUSTER_ACTION on cluster {CLUSTER_NAME!r} or "
+        f"WRITE on transactional_id {req.transactional_id!r}"
+    )
+
+
 _BASE_RULES: dict[type, Rule] = {
     p.Produce: _on_topic(Op.WRITE),
     p.Fetch: _on_topic(Op.READ),
@@ -148,6 +187,10 @@ _BASE_RULES: dict[type, Rule] = {
     p.CreateAcls: _on_cluster(Op.ALTER),
     p.DescribeAcls: _on_cluster(Op.DESCRIBE),
     p.DeleteAcls: _on_cluster(Op.ALTER),
+    p.ListTransactions: _list_transactions,
+    p.DescribeTransaction: _describe_transaction,
+    p.AbortTransaction: _abort_transaction,
+    p.DescribeStableOffsets: _topic_listing,
 }
 
 RULES: Final[Mapping[type, Rule]] = MappingProxyType(_BASE_RULES)

@@ -50,7 +50,7 @@ from rustka.security.acl import (
 )
 
 PROTOCOL_VERSION = 2
-"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5-17)."""
+"""Version 1 is the seed protocol (ops 1-4); version 2 adds the extensions (ops 5 and up)."""
 
 MIN_PROTOCOL_VERSION = 1
 
@@ -787,6 +787,48 @@ class DeleteRecords:
     offset: UInt64
 
 
+# Transactions, the operator's view (docs/protocol.md 7.15): Kafka's ListTransactions,
+# DescribeTransactions and kafka-transactions.sh abort, and each partition's last stable
+# offset. Ops 20-23 stay free: they are the codec tests' example of an unknown op.
+
+U64Array: TypeAlias = Annotated[tuple[int, ...], Array(U64)]
+
+
+@request
+class ListTransactions:
+    """Op 28: every transactional id the coordinator knows, optionally only those in one
+    of ``states`` (Kafka's state names) or of one of ``producer_ids`` (empty: any)."""
+
+    OP: ClassVar[int] = 28
+    states: StrArray = ()
+    producer_ids: U64Array = ()
+
+
+@request
+class DescribeTransaction:
+    """Op 29: one transactional id's state, producer, timeout, partitions and groups."""
+
+    OP: ClassVar[int] = 29
+    transactional_id: Str
+
+
+@request
+class AbortTransaction:
+    """Op 30: abort the id's open transaction as its timeout would, fencing its producer."""
+
+    OP: ClassVar[int] = 30
+    transactional_id: Str
+
+
+@request
+class DescribeStableOffsets:
+    """Op 31: each partition's last stable offset and the transactions open on it (all
+    topics when ``topics`` is empty)."""
+
+    OP: ClassVar[int] = 31
+    topics: StrArray = ()
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -1054,6 +1096,106 @@ class LogStart:
     log_start: UInt64
 
 
+NO_TIME = 0
+"""``start_ms`` of a transactional id with no transaction begun (Kafka's -1)."""
+
+
+@item
+class ListedTransaction:
+    """One transactional id of a Transactions answer; ``start_ms`` is when its current
+    (or last) transaction began, NO_TIME if none has."""
+
+    transactional_id: Str
+    producer_id: UInt64
+    producer_epoch: UInt16
+    state: Str
+    timeout_ms: UInt32
+    start_ms: UInt64
+
+
+@response
+class Transactions:
+    """Tag 26: the answer to ListTransactions, by transactional id."""
+
+    TAG: ClassVar[int] = 26
+    transactions: Annotated[tuple[ListedTransaction, ...], Array(ListedTransaction)]
+
+
+@item
+class TxnPartition:
+    """A partition of a transaction."""
+
+    topic: Str
+    partition: UInt32
+
+
+TxnPartitions: TypeAlias = Annotated[tuple[TxnPartition, ...], Array(TxnPartition)]
+
+
+@response
+class TransactionDescribed:
+    """Tag 27: the answer to DescribeTransaction; ``groups`` are those whose offsets the
+    transaction commits (AddOffsetsToTxn)."""
+
+    TAG: ClassVar[int] = 27
+    transactional_id: Str
+    state: Str
+    producer_id: UInt64
+    producer_epoch: UInt16
+    timeout_ms: UInt32
+    start_ms: UInt64
+    last_update_ms: UInt64
+    partitions: TxnPartitions
+    groups: StrArray
+
+
+@response
+class TransactionAborted:
+    """Tag 28: what AbortTransaction ended: the producer, the epoch its abort markers
+    carry (which fences the producer), the state it ended in and its partitions."""
+
+    TAG: ClassVar[int] = 28
+    transactional_id: Str
+    producer_id: UInt64
+    producer_epoch: UInt16
+    state: Str
+    partitions: TxnPartitions
+
+
+@item
+class OpenTransaction:
+    """A transaction a partition holds open: its producer and where its records begin."""
+
+    producer_id: UInt64
+    producer_epoch: UInt16
+    first_offset: UInt64
+
+
+@item
+class StableOffset:
+    """One partition of a StableOffsets topic, in partition order."""
+
+    last_stable_offset: UInt64
+    high_watermark: UInt64
+    open: Annotated[tuple[OpenTransaction, ...], Array(OpenTransaction)]
+
+
+@item
+class TopicStableOffsets:
+    """One topic of a StableOffsets answer."""
+
+    name: Str
+    partitions: Annotated[tuple[StableOffset, ...], Array(StableOffset)]
+
+
+@response
+class StableOffsets:
+    """Tag 29: the answer to DescribeStableOffsets."""
+
+    TAG: ClassVar[int] = 29
+    topics: Annotated[tuple[TopicStableOffsets, ...], Array(TopicStableOffsets)]
+
+
 # --------------------------------------------------------------------------- ACL entries
 # Between the wire's AclEntry and rustka.security.acl's bindings, for the server and
 # the client library alike.
@@ -1258,6 +1400,7 @@ __all__ = [
     "HIGH_WATERMARK",
     "MESSAGES",
     "MIN_PROTOCOL_VERSION",
+    "NO_TIME",
     "PROTOCOL_VERSION",
     "RESPONSE_FRAMERS",
     "SEED_OPS",

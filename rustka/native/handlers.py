@@ -23,11 +23,12 @@ from twisted.python.failure import Failure
 import rustka
 from rustka.broker.core import DELETE, SET, AppendResult, Broker, ReadResult, TopicInfo
 from rustka.config import ConfigEntry, describe_topic_configs
-from rustka.errors import InvalidRequest, OffsetOutOfRange
+from rustka.errors import InvalidRequest, OffsetOutOfRange, TransactionalIdNotFound
 from rustka.native import codec as p
 from rustka.record.batch import Record
 from rustka.security.acl import AclBinding, AclError, validate_binding
 from rustka.security.principal import ANONYMOUS
+from rustka.storage.txn_log import TxnMetadata, TxnState
 
 _PRODUCE = "Produce"
 _ANONYMOUS = str(ANONYMOUS)
@@ -68,6 +69,10 @@ class NativeHandler:
             p.DescribeTopicConfigs: self._describe_topic_configs,
             p.DeleteRecords: self._delete_records,
             p.DescribeAcls: self._describe_acls,
+            p.ListTransactions: self._list_transactions,
+            p.DescribeTransaction: self._describe_transaction,
+            p.AbortTransaction: self._abort_transaction,
+            p.DescribeStableOffsets: self._describe_stable_offsets,
         }
         # The ACL changes are audited with who made them.
         self._by_principal: dict[type, Callable[[Any, str], defer.Deferred[Any]]] = {
@@ -337,6 +342,98 @@ class NativeHandler:
             return p.Acls(tuple(p.acl_entry(a) for a in result))
 
         return done.addCallback(deleted)
+
+    # -- transactions, the operator's view (docs/protocol.md 7.15) --------------------
+
+    def _list_transactions(self, req: p.ListTransactions) -> p.Response:
+        """Kafka's ListTransactions filters, except that an unknown state name is an
+        error here rather than a list to report back: a typo must not look like "none"."""
+        known = {state.kafka_name: state for state in TxnState}
+        unknown = [name for name in req.states if name not in known]
+        if unknown:
+            raise InvalidRequest(
+                f"unknown transaction state {', '.join(map(repr, unknown))}; the states are "
+                f"{', '.join(known)}"
+            )
+        states = {known[name] for name in req.states}
+        producers = set(req.producer_ids)
+        listed = tuple(
+            p.ListedTransaction(
+                m.transactional_id,
+                m.producer_id,
+                m.producer_epoch,
+                m.state.kafka_name,
+                m.timeout_ms,
+                _time(m.start_ms),
+            )
+            for m in self.broker.transactions.transactions()
+            if (not states or m.state in states) and (not producers or m.producer_id in producers)
+        )
+        return p.Transactions(listed)
+
+    def _known_transaction(self, transactional_id: str) -> TxnMetadata:
+        meta = self.broker.transactions.describe(transactional_id)
+        if meta is None:
+            raise TransactionalIdNotFound(f"no transactional id {transactional_id!r}")
+        return meta
+
+    def _describe_transaction(self, req: p.DescribeTransaction) -> p.Response:
+        m = self._known_transaction(req.transactional_id)
+        return p.TransactionDescribed(
+            m.transactional_id,
+            m.state.kafka_name,
+            m.producer_id,
+            m.producer_epoch,
+            m.timeout_ms,
+            _time(m.start_ms),
+            _time(m.last_update_ms),
+            _txn_partitions(m),
+            tuple(sorted(m.offsets)),
+        )
+
+    def _abort_transaction(self, req: p.AbortTransaction) -> defer.Deferred[p.Response]:
+        """As a timeout aborts it: markers of a bumped epoch on every partition, which
+        fences the producer; an id without an open transaction is InvalidTxnState."""
+        self._known_transaction(req.transactional_id)
+
+        def aborted(m: TxnMetadata) -> p.Response:
+            return p.TransactionAborted(
+                m.transactional_id,
+                m.producer_id,
+                m.producer_epoch,
+                m.state.kafka_name,
+                _txn_partitions(m),
+            )
+
+        return self.broker.transactions.abort(req.transactional_id).addCallback(aborted)
+
+    def _describe_stable_offsets(self, req: p.DescribeStableOffsets) -> p.Response:
+        broker = self.broker
+        topics = []
+        for info in broker.topics_snapshot(req.topics or None):
+            parts = []
+            for part in info.partitions:
+                plog = broker.partition(info.name, part.partition)
+                producers = plog.producer_state
+                open_txns = []
+                for producer_id, first in sorted(plog.open_transactions().items()):
+                    entry = producers.entry(producer_id)
+                    epoch = 0 if entry is None else max(entry.epoch, 0)
+                    open_txns.append(p.OpenTransaction(producer_id, epoch, first))
+                parts.append(
+                    p.StableOffset(plog.last_stable_offset, plog.end_offset, tuple(open_txns))
+                )
+            topics.append(p.TopicStableOffsets(info.name, tuple(parts)))
+        return p.StableOffsets(tuple(topics))
+
+
+def _time(ms: int) -> int:
+    """A coordinator time for the wire: Kafka's -1 (none) is `codec.NO_TIME`."""
+    return ms if ms > 0 else p.NO_TIME
+
+
+def _txn_partitions(meta: TxnMetadata) -> tuple[p.TxnPartition, ...]:
+    return tuple(p.TxnPartition(t, i) for t, i in sorted(meta.partitions))
 
 
 def _batches(result: ReadResult) -> p.Response:
