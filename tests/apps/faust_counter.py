@@ -12,6 +12,14 @@ stop it). Everything it needs comes from the environment:
     DATA_DIR    faust's data dir, where the RocksDB table lives
     INPUT       the topic of words (key: the word, value: anything), 2 partitions
     OUTPUT      the topic of counts: key the word, value {"word": ..., "count": n}
+    PROCESSING_GUARANTEE  optional: faust's processing_guarantee (default at_least_once;
+                exactly_once: a transactional producer per source partition, whose
+                transactions carry the output, the changelog and the consumed offsets)
+    STORE       optional: faust's table store (default rocksdb://)
+    COMMIT_INTERVAL  optional: faust's broker_commit_interval, in seconds; under
+                exactly_once each commit ends the partitions' transactions
+    COMMIT_EVERY  optional: faust's broker_commit_every (commit once that many records
+                were processed, checked as the next one arrives)
 
 The table is kept in RocksDB (faust's rocksdb store, through rocksdict), so a
 worker started with an empty DATA_DIR rebuilds it from the changelog topic
@@ -30,11 +38,14 @@ PARTITIONS = 2
 app = faust.App(
     os.environ["APP_ID"],
     broker=f"kafka://{os.environ['BOOTSTRAP']}",
-    store="rocksdb://",
+    store=os.environ.get("STORE", "rocksdb://"),
     datadir=os.environ["DATA_DIR"],
     topic_partitions=PARTITIONS,
     topic_replication_factor=1,
     consumer_auto_offset_reset="earliest",
+    processing_guarantee=os.environ.get("PROCESSING_GUARANTEE", "at_least_once"),
+    broker_commit_interval=float(os.environ.get("COMMIT_INTERVAL", "2.8")),
+    broker_commit_every=int(os.environ.get("COMMIT_EVERY", "10000")),
 )
 words = app.topic(
     os.environ["INPUT"],

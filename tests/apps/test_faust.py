@@ -20,8 +20,10 @@ the test feeds it when it serves, as a running worker is fed.
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import time
 from pathlib import Path
 
 from tests.apps.programs import (
@@ -44,6 +46,7 @@ from tests.apps.programs import (
     words,
 )
 from tests.kafka.real_clients import confluent_produce
+from tools.twistd_process import start_broker
 
 APP_ID = "word-counter"
 INPUT = "words"
@@ -149,3 +152,120 @@ def test_faust_a_second_worker_takes_over_a_partition_with_its_table(tmp_path: P
         assert both == exact_counts(totals)
         fed = end_offsets(bootstrap, INPUT, PARTITIONS)
         assert committed(bootstrap, APP_ID, INPUT, PARTITIONS) == fed
+
+
+def changelog_counts(bootstrap: str, committed: bool) -> dict[str, list[int]]:
+    """Every count the table's changelog holds, per word in order, as a consumer of that
+    isolation level reads both partitions to the end it sees (bounded polls)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "changelog-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
+    seen: dict[str, list[int]] = {}
+    try:
+        consumer.assign([TopicPartition(CHANGELOG, p, 0) for p in range(PARTITIONS)])
+        at_end: set[int] = set()
+        for _ in range(300):
+            if len(at_end) == PARTITIONS:
+                break
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == -191, f"changelog reader: {msg.error()}"
+                at_end.add(msg.partition())
+                continue
+            seen.setdefault(json.loads(msg.key()), []).append(json.loads(msg.value()))
+        assert len(at_end) == PARTITIONS, "the changelog reader never reached the end"
+    finally:
+        consumer.close()
+    return seen
+
+
+def wait_changelog(bootstrap: str, expected: int, committed: bool) -> dict[str, list[int]]:
+    """changelog_counts once it holds ``expected`` counts (bounded by START_S), and no more."""
+    deadline = time.monotonic() + START_S
+    while True:
+        seen = changelog_counts(bootstrap, committed)
+        held = sum(len(counts) for counts in seen.values())
+        if held >= expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    level = "read_committed" if committed else "read_uncommitted"
+    assert held == expected, f"{level}: {held} of {expected} counts: {seen}"
+    return seen
+
+
+def test_faust_exactly_once_counts_exactly_across_a_kill(tmp_path: Path) -> None:
+    """faust's exactly-once (issue 20): a transactional producer per source partition whose
+    transactions carry the table's changelog writes and the consumed offsets.
+
+    The first worker commits once, after FIRST (``broker_commit_every`` is FIRST's size
+    and the interval an hour, so its commit is the one the next record triggers), then
+    counts one more word in a transaction it never ends: SIGKILL. The second worker
+    fences the dead one (its InitProducerId aborts that transaction), rebuilds the table
+    from the committed changelog (a memory store: nothing local survives), counts the
+    extra word again and SECOND. A read_committed reader of the changelog sees every
+    count exactly once, 1..n per word over both runs; a read_uncommitted one also sees
+    the aborted count, so the transactions were real; the group's offsets are the
+    input's end. (faust sends to a topic outside its topology, the counts topic here,
+    with its plain idempotent producer, outside the transactions: docs/kafka.md,
+    "Stream-processing programs".)
+    """
+    python = app_python("faust")
+    extra = {"kiwi": 1}
+    totals = {w: FIRST.get(w, 0) + SECOND.get(w, 0) for w in FIRST | SECOND}
+    totals["kiwi"] = 1
+    with start_broker(tmp_path / "data") as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {
+            "BOOTSTRAP": bootstrap,
+            "APP_ID": APP_ID,
+            "DATA_DIR": str(tmp_path / "faust"),
+            "INPUT": INPUT,
+            "OUTPUT": OUTPUT,
+            "PROCESSING_GUARANTEE": "exactly_once",
+            "STORE": "memory://",
+        }
+        worker = ["worker", "--without-web", "--loglevel", "info"]
+        create_topics(bootstrap, {INPUT: PARTITIONS, OUTPUT: 1})
+        n = sum(FIRST.values())
+        once = {**env, "COMMIT_INTERVAL": "3600", "COMMIT_EVERY": str(n)}
+        with start_program(python, "faust_counter.py", worker, once, tmp_path) as app:
+            app.wait_for(READY, START_S)
+            confluent_produce(bootstrap, INPUT, words(FIRST), partition=-1)
+            assert wait_changelog(bootstrap, n, False) == exact_counts(FIRST)
+            confluent_produce(bootstrap, INPUT, words(extra), partition=-1)
+            first = wait_changelog(bootstrap, n, True)
+            open_ = wait_changelog(bootstrap, n + 1, False)
+            app.kill()
+        assert first == exact_counts(FIRST)
+        assert open_ == exact_counts({**FIRST, **extra})
+        # Still open after the kill: the extra count is nobody's to read committed.
+        assert wait_changelog(bootstrap, n, True) == exact_counts(FIRST)
+        assert committed(bootstrap, APP_ID, INPUT, PARTITIONS) != end_offsets(
+            bootstrap, INPUT, PARTITIONS
+        )
+
+        with start_program(python, "faust_counter.py", worker, env, tmp_path) as app:
+            app.wait_for(READY, START_S)
+            confluent_produce(bootstrap, INPUT, words(SECOND), partition=-1)
+            both = wait_changelog(bootstrap, sum(totals.values()), True)
+            fed = wait_committed(bootstrap, APP_ID, INPUT, PARTITIONS)
+            assert stop_program(app) == 0, "".join(app.output)
+        assert both == exact_counts(totals)
+        assert sum(fed) == sum(totals.values())
+        # The aborted count is stored, and dropped only by read_committed readers.
+        uncommitted = wait_changelog(bootstrap, sum(totals.values()) + 1, False)
+        assert uncommitted["kiwi"] == [1, 1]
+        # Control batches sit between the counts: the partitions end past them.
+        ends = end_offsets(bootstrap, CHANGELOG, PARTITIONS)
+        assert sum(ends) > sum(totals.values()) + 1
+        assert daemon.stop() in (0, -signal.SIGTERM), "".join(daemon.output)
