@@ -26,6 +26,7 @@ from rustka.native.codec import (
     MESSAGES,
     PROTOCOL_VERSION,
     SEED_OPS,
+    AbortTransaction,
     AclEntry,
     Acls,
     AlterTopic,
@@ -44,7 +45,9 @@ from rustka.native.codec import (
     DescribeAcls,
     DescribeGroup,
     DescribeLogs,
+    DescribeStableOffsets,
     DescribeTopicConfigs,
+    DescribeTransaction,
     Error,
     Failure,
     Fetch,
@@ -54,7 +57,9 @@ from rustka.native.codec import (
     GroupOffsets,
     Groups,
     Hello,
+    ListedTransaction,
     ListGroups,
+    ListTransactions,
     LogInfo,
     LogsDescribed,
     LogStart,
@@ -63,6 +68,7 @@ from rustka.native.codec import (
     NotFound,
     Offset,
     OffsetFetch,
+    OpenTransaction,
     OutOfRange,
     PartitionMetadata,
     Produce,
@@ -71,12 +77,19 @@ from rustka.native.codec import (
     SaslAuthenticate,
     SaslContinue,
     SaslToken,
+    StableOffset,
+    StableOffsets,
     TopicConfig,
     TopicConfigs,
     TopicDeleted,
     TopicInfo,
     TopicLogs,
     TopicMetadata,
+    TopicStableOffsets,
+    TransactionAborted,
+    TransactionDescribed,
+    Transactions,
+    TxnPartition,
     Welcome,
     decode_request,
     decode_response,
@@ -96,6 +109,8 @@ ANALYTICS = "00000009 616e616c7974696373"
 EVENTS = "00000006 6576656e7473"
 USER_1 = "00000006 757365722d31"
 PLACED_ORDER = "0000000c 706c61636564206f72646572"
+PAYMENTS_1 = "0000000a 7061796d656e74732d31"
+ONGOING = "00000007 4f6e676f696e67"
 
 # One RecordBatch v2 holding key "k", value "v" at timestamp 1700000000000 (docs 7.2).
 BATCH_HEX = (
@@ -282,6 +297,27 @@ REQUESTS = [
             ("offset", "0000000000000064"),
         ),
     ),
+    Vector(
+        ListTransactions(("Ongoing",), (4000,)),
+        (
+            ("op", "1c"),
+            ("states", "00000001"),
+            ("states[0]", ONGOING),
+            ("producer_ids", "00000001"),
+            ("producer_ids[0]", "0000000000000fa0"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        ListTransactions(), (("op", "1c"), ("states", "00000000"), ("producer_ids", "00000000"))
+    ),
+    Vector(DescribeTransaction("payments-1"), (("op", "1d"), ("transactional_id", PAYMENTS_1))),
+    Vector(AbortTransaction("payments-1"), (("op", "1e"), ("transactional_id", PAYMENTS_1))),
+    Vector(
+        DescribeStableOffsets(("orders",)),
+        (("op", "1f"), ("topics", "00000001"), ("topics[0]", ORDERS)),
+        flat=False,
+    ),
 ]
 
 RESPONSES = [
@@ -401,6 +437,104 @@ RESPONSES = [
             ("partition", "00000002"),
             ("log_start", "0000000000000064"),
         ),
+    ),
+    Vector(
+        Transactions(
+            (ListedTransaction("payments-1", 4000, 2, "Ongoing", 60_000, 1_700_000_000_000),)
+        ),
+        (
+            ("tag", "1a"),
+            ("transactions", "00000001"),
+            ("transactions[0].transactional_id", PAYMENTS_1),
+            ("transactions[0].producer_id", "0000000000000fa0"),
+            ("transactions[0].producer_epoch", "0002"),
+            ("transactions[0].state", ONGOING),
+            ("transactions[0].timeout_ms", "0000ea60"),
+            ("transactions[0].start_ms", "0000018bcfe56800"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        TransactionDescribed(
+            "payments-1",
+            "Ongoing",
+            4000,
+            2,
+            60_000,
+            1_700_000_000_000,
+            1_700_000_000_500,
+            (TxnPartition("orders", 0), TxnPartition("orders", 2)),
+            ("billing",),
+        ),
+        (
+            ("tag", "1b"),
+            ("transactional_id", PAYMENTS_1),
+            ("state", ONGOING),
+            ("producer_id", "0000000000000fa0"),
+            ("producer_epoch", "0002"),
+            ("timeout_ms", "0000ea60"),
+            ("start_ms", "0000018bcfe56800"),
+            ("last_update_ms", "0000018bcfe569f4"),
+            ("partitions", "00000002"),
+            ("partitions[0].topic", ORDERS),
+            ("partitions[0].partition", "00000000"),
+            ("partitions[1].topic", ORDERS),
+            ("partitions[1].partition", "00000002"),
+            ("groups", "00000001"),
+            ("groups[0]", "00000007 62696c6c696e67"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        TransactionAborted(
+            "payments-1",
+            4000,
+            3,
+            "CompleteAbort",
+            (TxnPartition("orders", 0), TxnPartition("orders", 2)),
+        ),
+        (
+            ("tag", "1c"),
+            ("transactional_id", PAYMENTS_1),
+            ("producer_id", "0000000000000fa0"),
+            ("producer_epoch", "0003"),
+            ("state", "0000000d 436f6d706c65746541626f7274"),
+            ("partitions", "00000002"),
+            ("partitions[0].topic", ORDERS),
+            ("partitions[0].partition", "00000000"),
+            ("partitions[1].topic", ORDERS),
+            ("partitions[1].partition", "00000002"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        StableOffsets(
+            (
+                TopicStableOffsets(
+                    "orders",
+                    (
+                        StableOffset(5, 9, (OpenTransaction(4000, 2, 5),)),
+                        StableOffset(3, 3, ()),
+                    ),
+                ),
+            )
+        ),
+        (
+            ("tag", "1d"),
+            ("topics", "00000001"),
+            ("topics[0].name", ORDERS),
+            ("topics[0].partitions", "00000002"),
+            ("topics[0].partitions[0].last_stable_offset", "0000000000000005"),
+            ("topics[0].partitions[0].high_watermark", "0000000000000009"),
+            ("topics[0].partitions[0].open", "00000001"),
+            ("topics[0].partitions[0].open[0].producer_id", "0000000000000fa0"),
+            ("topics[0].partitions[0].open[0].producer_epoch", "0002"),
+            ("topics[0].partitions[0].open[0].first_offset", "0000000000000005"),
+            ("topics[0].partitions[1].last_stable_offset", "0000000000000003"),
+            ("topics[0].partitions[1].high_watermark", "0000000000000003"),
+            ("topics[0].partitions[1].open", "00000000"),
+        ),
+        flat=False,
     ),
     Vector(
         Acls((AclEntry(3, "g", 3, "User:*", "10.0.0.1", 2, 2),)),
@@ -525,15 +659,15 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
 
 def test_vectors_cover_every_op_and_tag() -> None:
     """The vector tables exercise all 17 ops and all 18 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == {*range(1, 20), 24, 25, 26, 27}
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == {*range(1, 20), 24, 25}
+    assert {decode_request(v.payload).OP for v in REQUESTS} == {*range(1, 20), *range(24, 32)}
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == {*range(1, 20), *range(24, 30)}
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-27."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-31."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == (*range(5, 20), 24, 25, 26, 27)
+    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 32))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -548,7 +682,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == {*range(1, 20), 24, 25, 26, 27}
+    assert {payload[0] for payload in examples} == {*range(1, 20), *range(24, 32)}
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -557,7 +691,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == {*range(1, 20), 24, 25}
+    assert {payload[0] for payload in examples} == {*range(1, 20), *range(24, 30)}
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -600,9 +734,19 @@ ROUND_TRIP_REQUESTS = [
     CreateAcls(()),
     DescribeAcls(0, "", 0, "", "", 0, 0),
     DeleteAcls(255, "x" * 300, 255, "User:\u00e9", "*", 255, 255),
+    ListTransactions(("\u00e9", ""), (0, 0xFFFF_FFFF_FFFF_FFFF)),
+    DescribeTransaction(""),
+    AbortTransaction("t\u00e9" * 100),
+    DescribeStableOffsets(()),
 ]
 
 ROUND_TRIP_RESPONSES = [
+    Transactions(()),
+    Transactions((ListedTransaction("", 0, 0xFFFF, "", 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF),)),
+    TransactionDescribed("t", "Empty", 0, 0, 0, 0, 0, (), ()),
+    TransactionAborted("t", 1, 2, "CompleteCommit", (TxnPartition("\u00e9", 0xFFFF_FFFF),)),
+    StableOffsets(()),
+    StableOffsets((TopicStableOffsets("a", (StableOffset(0, 0, ()),)),)),
     Produced(0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF),
     FetchedRecord(7, b"", b"\xff" * 5000),
     NotFound(),
