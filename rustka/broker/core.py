@@ -419,7 +419,7 @@ class Broker:
             self.state = SERVING
         # Decisions the log left prepared are rolled forward on their own; requests for
         # those ids wait for them (the coordinator's lock per id).
-        self.transactions.load(self.txn_log)
+        self.transactions.load(self.txn_log, clean=not self.logs.recovered)
         ready, self._ready = self._ready, []
         for d in ready:
             d.callback(None)

@@ -24,17 +24,20 @@ it or answers, so:
   nothing, `PartitionLog.append_marker`) and the transaction completed.
 
 Durability. The states a crash must not lose are fsynced before they are acted
-on: a new producer id or epoch (else a fenced zombie would be let back in),
-Ongoing with each partition or group added (else an abort after a crash would
-miss a partition holding the transaction's records), PrepareCommit and
-PrepareAbort (the decision). Staged offsets and CompleteCommit/CompleteAbort
-are written without an fsync (a Complete after EndTxn is not even written at
-once: with the id's next record, by the next pass, or at shutdown, so the
-producer's next transaction does not wait for it): the staged offsets go into the PrepareCommit
-record, which is fsynced; a lost Complete leaves the Prepare state, which the
-restart rolls forward again (markers again, the same offsets again); and the
-log is one file, so the next fsync (the next transaction's Ongoing, before
-which its producer writes nothing) makes the Complete durable too.
+on or answered: a new producer id or epoch (else a fenced zombie would be let back
+in) and PrepareCommit or PrepareAbort (the decision; it carries every partition,
+group and staged offset of the transaction). The others are written without an
+fsync: Ongoing as partitions and groups are added and the offsets TxnOffsetCommit
+stages (answered as soon as they are the current state, the write following under
+the id's lock), and CompleteCommit/CompleteAbort (written with the id's next
+record, by the next pass, or at shutdown, so the producer's next transaction does
+not wait for it). The log is one file, so each fsync makes every record before it
+durable, and a clean shutdown leaves it whole. After a crash the log's Ongoing
+states may lack what was answered after its last fsync, so `load` aborts every
+open transaction with its producer's epoch bumped, adding the partitions whose
+producer state holds the producer's records open: no transaction a crash cut
+short can be committed in part. A lost Complete leaves the Prepare state, which
+the restart rolls forward again (markers again, the same offsets again).
 
 Produce calls `verify` for every transactional batch: the id must be this
 producer's, with its current epoch, in an Ongoing transaction that added the
@@ -140,12 +143,18 @@ class TransactionCoordinator:
         self._loop: task.LoopingCall | None = None
         # Ids whose current (Complete) state is not in the log yet.
         self._unsaved: set[str] = set()
+        # Decisions answered whose markers are not all durable yet (`_decided`).
+        self._settling: dict[str, _Settling] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def load(self, store: TransactionLog) -> defer.Deferred[None]:
+    def load(self, store: TransactionLog, *, clean: bool = True) -> defer.Deferred[None]:
         """Take the replayed log, roll forward what it left prepared, abort what the
-        partitions hold open that the log does not know of, start the timeouts."""
+        partitions hold open that the log does not know of, start the timeouts.
+
+        After a crash (``clean`` false) every open transaction is also aborted, its
+        producer fenced: the log may have lost what was answered after its last
+        fsync ("Durability")."""
         self._store = store
         self._meta = store.entries()
         self._loop = task.LoopingCall(self._pass)
@@ -153,8 +162,49 @@ class TransactionCoordinator:
         self._loop.start(self.abort_interval_ms / 1000, now=False).addErrback(
             lambda f: self.log.failure("transaction timeout pass stopped", f)
         )
-        orphans = self._abort_orphans()
-        return defer.gatherResults([self._finish_prepared(), orphans]).addCallback(lambda _: None)
+        jobs = [self._finish_prepared()]
+        if not clean:
+            jobs.append(self._fence_after_crash())
+        jobs.append(self._abort_orphans())
+        return defer.gatherResults(jobs).addCallback(lambda _: None)
+
+    def _fence_after_crash(self) -> defer.Deferred[None]:
+        """Abort, with the epoch bumped, each transaction a crash may have cut short.
+
+        Its Ongoing record may lack partitions, groups or offsets added after the log's
+        last fsync, so letting its producer go on could commit part of what it sent.
+        The partitions themselves say where its records are: each open transaction of
+        an id's producer joins that id's abort, so every marker is written."""
+        lost: dict[str, set[PartitionKey]] = {}
+        owners = {m.producer_id: m.transactional_id for m in self._meta.values()}
+        for topic, partition, producer_id, _epoch in self.core.open_transactions():
+            owner = owners.get(producer_id)
+            if owner is not None and self._meta[owner].state not in PREPARING:
+                lost.setdefault(owner, set()).add((topic, partition))
+        jobs = []
+        for meta in list(self._meta.values()):
+            tid = meta.transactional_id
+            if meta.state in PREPARING or (meta.state != ONGOING and tid not in lost):
+                continue
+            known = meta.partitions if meta.state == ONGOING else frozenset()
+            cut = meta.but(state=ONGOING, partitions=known | lost.get(tid, set()))
+            self._meta[tid] = cut
+            self.log.warn(
+                "aborting the transaction of {tid} (producer {pid}) on {partitions}: the "
+                "broker stopped without a clean shutdown while it was open",
+                tid=tid,
+                pid=cut.producer_id,
+                partitions=sorted(f"{t}-{p}" for t, p in cut.partitions),
+            )
+            jobs.append(self._locked(tid, self._abort_cut, cut))
+        d = defer.gatherResults(jobs, consumeErrors=True)
+        return d.addCallbacks(lambda _: None, lambda f: self._logged(f, "a crash's abort"))
+
+    @defer.inlineCallbacks
+    def _abort_cut(self, meta: TxnMetadata) -> Any:
+        yield self._abort_fenced(meta)
+        self.outcomes.fenced += 1
+        return None
 
     def _abort_orphans(self) -> defer.Deferred[None]:
         """The log is the truth: a partition holding a transaction open that no
@@ -202,6 +252,9 @@ class TransactionCoordinator:
     def _pass(self) -> defer.Deferred[None]:
         """Abort expired transactions and retry completions a failure left prepared."""
         now = _now(self.reactor)
+        for settling in list(self._settling.values()):
+            if settling.failure is not None and not settling.running:
+                self._carry_out(settling)
         jobs = [self._locked(tid, self._save, tid) for tid in sorted(self._unsaved)]
         for meta in list(self._meta.values()):
             if meta.state in PREPARING:
@@ -220,15 +273,20 @@ class TransactionCoordinator:
     # -- views -------------------------------------------------------------------
 
     def transactions(self) -> list[TxnMetadata]:
-        """Every transactional id's metadata (admin views)."""
-        return sorted(self._meta.values(), key=lambda m: m.transactional_id)
+        """Every transactional id's metadata (admin views), as `describe` gives it."""
+        return [m for tid in sorted(self._meta) if (m := self.describe(tid)) is not None]
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
+        """The id's metadata; Prepare* while its markers are still being written."""
+        settling = self._settling.get(transactional_id)
+        if settling is not None:
+            return settling.prepared
         return self._meta.get(transactional_id)
 
     def open_count(self) -> int:
         """Transactions open or being completed (metrics)."""
-        return sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
+        ongoing = sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
+        return ongoing + len(self._settling)
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -244,6 +302,9 @@ class TransactionCoordinator:
         if store is None:
             raise InvalidTxnState("the transaction coordinator is still loading")
 
+        after = self._write_after_settling(meta.transactional_id)
+        if after is not None:
+            return after.addCallback(lambda _: self._write(meta, durable))
         self._unsaved.discard(meta.transactional_id)
 
         def done(_: None) -> TxnMetadata:
@@ -333,9 +394,41 @@ class TransactionCoordinator:
     ) -> defer.Deferred[None]:
         """Add partitions to the transaction (starting it); unknown ones fail the request."""
         wanted = frozenset(partitions)
-        return self._locked(
+        return self._answered_early(
             transactional_id, self._add, transactional_id, producer_id, epoch, wanted
         )
+
+    def _answered_early(
+        self, transactional_id: str, change: Callable[..., TxnMetadata | None], *args: Any
+    ) -> defer.Deferred[None]:
+        """Run ``change`` under the id's lock; the state it returns is current (and the
+        request answered) at once, and its record is written, without an fsync, while
+        the lock is still held, so the id's records stay in order and its next request
+        waits for the write ("Durability")."""
+        answered: defer.Deferred[None] = defer.Deferred()
+
+        def job() -> defer.Deferred[Any] | None:
+            try:
+                changed = change(*args)
+            except Exception:
+                answered.errback(Failure())
+                return None
+            if changed is not None:
+                self._meta[transactional_id] = changed
+            answered.callback(None)
+            if changed is None:
+                return None
+            return defer.maybeDeferred(self._write, changed, False).addErrback(
+                self._unwritten, transactional_id
+            )
+
+        self._locked(transactional_id, job)
+        return answered
+
+    def _unwritten(self, failure: Failure, transactional_id: str) -> None:
+        """A state the log could not take is current anyway: the pass writes it again."""
+        self._unsaved.add(transactional_id)
+        self._logged(failure, "writing a transaction's state")
 
     def _add(
         self,
@@ -344,7 +437,7 @@ class TransactionCoordinator:
         epoch: int,
         partitions: frozenset[PartitionKey],
         group: str | None = None,
-    ) -> defer.Deferred[None]:
+    ) -> TxnMetadata | None:
         meta = self._current(transactional_id, producer_id, epoch)
         for topic, partition in sorted(partitions):
             if not self.core.partition_exists(topic, partition):
@@ -358,7 +451,7 @@ class TransactionCoordinator:
             and partitions <= meta.partitions
             and offsets.keys() == meta.offsets.keys()
         ):
-            return defer.succeed(None)
+            return None
         started = meta.start_ms if meta.state == ONGOING else now
         if meta.state != ONGOING:
             offsets = {} if group is None else {group: {}}
@@ -369,13 +462,13 @@ class TransactionCoordinator:
             partitions=(meta.partitions if meta.state == ONGOING else frozenset()) | partitions,
             offsets=offsets,
         )
-        return self._write(changed).addCallback(lambda _: None)
+        return changed
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, epoch: int, group: str
     ) -> defer.Deferred[None]:
         """Make ``group``'s offsets part of the transaction (AddOffsetsToTxn)."""
-        return self._locked(
+        return self._answered_early(
             transactional_id, self._add, transactional_id, producer_id, epoch, frozenset(), group
         )
 
@@ -388,7 +481,7 @@ class TransactionCoordinator:
         offsets: Mapping[PartitionKey, tuple[int, str]],
     ) -> defer.Deferred[None]:
         """Stage offsets, visible to OffsetFetch only once the transaction commits."""
-        return self._locked(
+        return self._answered_early(
             transactional_id, self._stage, transactional_id, producer_id, epoch, group, offsets
         )
 
@@ -399,7 +492,7 @@ class TransactionCoordinator:
         epoch: int,
         group: str,
         offsets: Mapping[PartitionKey, tuple[int, str]],
-    ) -> defer.Deferred[None]:
+    ) -> TxnMetadata:
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state != ONGOING or group not in meta.offsets:
             raise InvalidTxnState(
@@ -411,8 +504,7 @@ class TransactionCoordinator:
                 raise UnknownPartition(f"unknown partition {topic}-{partition}")
         staged = {g: dict(o) for g, o in meta.offsets.items()}
         staged[group].update(offsets)
-        changed = meta.but(offsets=staged, last_update_ms=_now(self.reactor))
-        return self._write(changed, durable=False).addCallback(lambda _: None)
+        return meta.but(offsets=staged, last_update_ms=_now(self.reactor))
 
     # -- EndTxn ----------------------------------------------------------------------
 
@@ -426,18 +518,20 @@ class TransactionCoordinator:
 
     def settled(self, transactional_id: str) -> defer.Deferred[None]:
         """Fires once everything queued for the id so far (a completion) has run."""
-        return self._locked(transactional_id, lambda: None)
+
+        def queued() -> defer.Deferred[None] | None:
+            settling = self._settling.get(transactional_id)
+            return None if settling is None else settling.finished()
+
+        return self._locked(transactional_id, queued)
 
     @defer.inlineCallbacks
     def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Any:
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state == ONGOING:
             prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-            yield self._write(meta.but(state=prepare, last_update_ms=_now(self.reactor)))
-            # First in the lock's queue, before any later request of this id.
-            self._locked(transactional_id, self._settle, transactional_id, commit).addErrback(
-                self._logged, "completing a transaction"
-            )
+            prepared = yield self._write(meta.but(state=prepare, last_update_ms=_now(self.reactor)))
+            self._decided(prepared)
             return None
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state == done:
@@ -447,18 +541,50 @@ class TransactionCoordinator:
             f"{meta.state.kafka_name}"
         )
 
-    @defer.inlineCallbacks
-    def _settle(self, transactional_id: str, commit: bool) -> Any:
-        """The markers, offsets and completion of a decision EndTxn made durable."""
-        meta = self._meta[transactional_id]
-        if meta.state not in PREPARING:
+    def _decided(self, prepared: TxnMetadata) -> None:
+        """Carry out a decision EndTxn made durable, without holding the id's lock.
+
+        The markers are handed to their partitions' lanes now, so they come before any
+        batch of the producer's next transaction, and the id is Complete from here on:
+        that transaction may start at once. What must wait is the log: no later record
+        of the id may replace the Prepare one before every marker is durable (a crash
+        would lose the decision), so `_write` waits for `_Settling` ("Durability")."""
+        tid = prepared.transactional_id
+        settling = _Settling(prepared)
+        self._settling[tid] = settling
+        self._meta[tid] = _completed(prepared, _now(self.reactor))
+        self._unsaved.add(tid)
+        self._carry_out(settling)
+
+    def _carry_out(self, settling: _Settling) -> None:
+        prepared = settling.prepared
+        commit = prepared.state == TxnState.PREPARE_COMMIT
+
+        def done(_: object) -> None:
+            self._settling.pop(prepared.transactional_id, None)
+            if commit:
+                self.outcomes.committed += 1
+            else:
+                self.outcomes.aborted += 1
+            settling.succeeded()
+
+        def failed(failure: Failure) -> None:
+            self._logged(failure, "completing a transaction")
+            settling.failed(failure)
+
+        settling.attempts += 1
+        settling.running = True
+        self._markers_and_offsets(prepared).addCallbacks(done, failed)
+
+    def _write_after_settling(self, tid: str) -> defer.Deferred[None] | None:
+        """None, or what fires once the id's last decision is carried out (retried
+        first if it failed)."""
+        settling = self._settling.get(tid)
+        if settling is None:
             return None
-        yield self._finish(meta, persist=False)
-        if commit:
-            self.outcomes.committed += 1
-        else:
-            self.outcomes.aborted += 1
-        return None
+        if settling.failure is not None and not settling.running:
+            self._carry_out(settling)
+        return settling.finished()
 
     @defer.inlineCallbacks
     def _complete(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> Any:
@@ -474,7 +600,8 @@ class TransactionCoordinator:
         return result
 
     @defer.inlineCallbacks
-    def _finish(self, meta: TxnMetadata, persist: bool = True) -> Any:
+    def _markers_and_offsets(self, meta: TxnMetadata) -> Any:
+        """A prepared transaction's markers on every partition, then (commit) its offsets."""
         commit = meta.state == TxnState.PREPARE_COMMIT
         marks = []
         for topic, partition in sorted(meta.partitions):
@@ -496,19 +623,13 @@ class TransactionCoordinator:
                         {key: offset for key, (offset, _m) in present.items()},
                         {key: text for key, (_o, text) in present.items()},
                     )
-        done = meta.but(
-            state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-            last_update_ms=_now(self.reactor),
-            partitions=frozenset(),
-            offsets={},
-        )
-        if persist:
-            done = yield self._write(done, durable=False)
-        else:
-            # Written with the id's next record, by the next pass, or at shutdown
-            # ("Durability"): the producer's next request need not wait for it.
-            self._meta[done.transactional_id] = done
-            self._unsaved.add(done.transactional_id)
+        return None
+
+    @defer.inlineCallbacks
+    def _finish(self, meta: TxnMetadata) -> Any:
+        """Carry out a prepared decision holding the id's lock (roll-forward, fencing)."""
+        yield self._markers_and_offsets(meta)
+        done = yield self._write(_completed(meta, _now(self.reactor)), durable=False)
         return done
 
     def _save(self, transactional_id: str) -> defer.Deferred[Any]:
@@ -517,8 +638,10 @@ class TransactionCoordinator:
         return self._write(self._meta[transactional_id], durable=False)
 
     def unsaved(self) -> list[TxnMetadata]:
-        """Completed states not in the log yet, for the core to write before it closes it."""
-        states = [self._meta[tid] for tid in sorted(self._unsaved)]
+        """Completed states not in the log yet, for the core to write before it closes it;
+        a decision whose markers could not all be written keeps its Prepare record, for
+        the restart to roll forward."""
+        states = [self._meta[tid] for tid in sorted(self._unsaved) if tid not in self._settling]
         self._unsaved.clear()
         return states
 
@@ -626,3 +749,42 @@ def _first_error(failure: Failure) -> Failure:
     """gatherResults' FirstError unwrapped, so callers see the marker's own error."""
     inner = getattr(failure.value, "subFailure", None)
     return inner if isinstance(inner, Failure) else failure
+
+
+def _completed(prepared: TxnMetadata, now: int) -> TxnMetadata:
+    commit = prepared.state == TxnState.PREPARE_COMMIT
+    return prepared.but(
+        state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+        last_update_ms=now,
+        partitions=frozenset(),
+        offsets={},
+    )
+
+
+class _Settling:
+    """A decision being carried out: its attempts, its last failure, who waits for it."""
+
+    def __init__(self, prepared: TxnMetadata) -> None:
+        self.prepared = prepared
+        self.attempts = 0
+        self.running = True
+        self.failure: Failure | None = None
+        self._waiting: list[defer.Deferred[None]] = []
+
+    def finished(self) -> defer.Deferred[None]:
+        """Fires when the current attempt succeeds; fails with it if it fails."""
+        d: defer.Deferred[None] = defer.Deferred()
+        self._waiting.append(d)
+        return d
+
+    def succeeded(self) -> None:
+        self.running, self.failure = False, None
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            d.callback(None)
+
+    def failed(self, failure: Failure) -> None:
+        self.running, self.failure = False, failure
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            d.errback(failure)

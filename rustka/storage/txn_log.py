@@ -221,7 +221,11 @@ class TransactionLog:
     @classmethod
     def open(cls, data_dir: Path, config: LogConfig, *, recover: bool = False) -> TransactionLog:
         """Open (or create) the log and replay it; retention never applies to it."""
-        log_config = dataclasses.replace(config, retention_ms=None, retention_bytes=None)
+        # The coordinator decides which records to fsync (``write``'s ``durable``), so
+        # the broker's flush policy must not fsync every one of them.
+        log_config = dataclasses.replace(
+            config, retention_ms=None, retention_bytes=None, flush="never"
+        )
         directory = Path(data_dir) / TRANSACTIONS_DIR
         if not directory.is_dir():
             return cls(None, directory, log_config)

@@ -237,3 +237,119 @@ async def test_a_transaction_the_log_lost_is_aborted_at_startup(data_dir: Path) 
         assert running.broker.committed_offsets("g") == {}
     finally:
         await running.stop()
+
+
+async def settle_state(core: Any, tid: str, state: TxnState) -> Any:
+    from twisted.internet import reactor
+
+    for _ in range(100):
+        meta = core.transactions.describe(tid)
+        if meta is not None and meta.state == state:
+            return meta
+        await task.deferLater(reactor, 0.05, lambda: None)
+    raise AssertionError(f"{tid} never reached {state}: {core.transactions.describe(tid)}")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crash_aborts_each_open_transaction_and_fences_its_producer(
+    data_dir: Path,
+) -> None:
+    """Without a clean shutdown the log's Ongoing states may lack what was answered
+    after the last fsync (they are written without one), so the restart aborts every
+    open transaction with the epoch bumped; the producer's commit is then refused."""
+    running = await start_broker(data_dir)
+    try:
+        pid, epoch = await open_transaction(running)
+    finally:
+        await running.stop()
+    (data_dir / ".clean-shutdown").unlink()
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        meta = await settle_state(core, "b", TxnState.COMPLETE_ABORT)
+        assert (meta.producer_id, meta.producer_epoch) == (pid, epoch + 1)
+        plog = core.partition("t", 0)
+        assert plog.open_transactions() == {}
+        assert plog.last_stable_offset == plog.end_offset
+        assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
+        assert core.committed_offsets("g") == {}
+        assert core.transactions.outcomes.fenced == 1
+        refused = await failure_of(core.transactions.end_transaction("b", pid, epoch, True))
+        assert isinstance(refused, ProducerFenced)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crash_that_lost_the_ongoing_record_still_aborts_the_partitions(
+    data_dir: Path,
+) -> None:
+    """The Ongoing record naming the partition never reached the disk: the partition's
+    producer state still holds the transaction open, and the restart aborts it under
+    the id whose producer it is, fencing that producer."""
+    running = await start_broker(data_dir)
+    try:
+        pid, epoch = await open_transaction(running)
+    finally:
+        await running.stop()
+    store = TransactionLog.open(data_dir, LogConfig(flush="never"))
+    before = store.entries()["b"].but(state=TxnState.EMPTY, partitions=frozenset(), offsets={})
+    store.write(before)
+    store.close()
+    (data_dir / ".clean-shutdown").unlink()
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        meta = await settle_state(core, "b", TxnState.COMPLETE_ABORT)
+        assert meta.producer_epoch == epoch + 1
+        plog = core.partition("t", 0)
+        assert plog.open_transactions() == {}
+        assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
+        refused = await failure_of(
+            core.append("t", 0, txn_batch(pid, 1), auto_create=False, transactional_id="b")
+        )
+        assert isinstance(refused, ProducerFenced)
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_next_transaction_starts_while_the_markers_are_written(data_dir: Path) -> None:
+    """EndTxn is answered once PrepareCommit is durable; the producer's next transaction
+    may then add partitions and write at once. Its batches queue behind the markers on
+    the partition's lane, and no later record of the id replaces PrepareCommit in the
+    log before every marker is durable (a crash then still rolls the commit forward)."""
+    import threading
+
+    running = await start_broker(data_dir)
+    release = threading.Event()
+    try:
+        core = running.broker
+        txn = core.transactions
+        await within(core.create_topic("t", 1))
+        pid, epoch = await within(txn.init_producer_id("a", 60_000))
+        await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
+        await within(core.append("t", 0, txn_batch(pid, 0), auto_create=False, transactional_id="a"))
+        # Hold the partition's lane, so the commit marker cannot be written yet.
+        held = core.lanes.lane("t", 0).submit(release.wait, 30)
+        await within(txn.end_transaction("a", pid, epoch, True))
+        assert txn.describe("a").state == TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
+        await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
+        appended = core.append(
+            "t", 0, txn_batch(pid, 2), auto_create=False, transactional_id="a"
+        )
+        assert core.txn_log.entries()["a"].state == TxnState.PREPARE_COMMIT
+        assert not appended.called
+        release.set()
+        await within(held)
+        await within(appended)
+        await within(txn.settled("a"))
+        plog = core.partition("t", 0)
+        assert markers(plog) == [(2, COMMIT)]  # the second transaction's batch follows it
+        assert plog.open_transactions() == {pid: 3}
+        assert core.txn_log.entries()["a"].state == TxnState.ONGOING
+        assert txn.describe("a").state == TxnState.ONGOING  # type: ignore[union-attr]
+        assert txn.outcomes.committed == 1
+    finally:
+        release.set()
+        await running.stop()
