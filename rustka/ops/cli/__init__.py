@@ -15,7 +15,17 @@ from types import ModuleType
 
 from rustka import __version__
 from rustka.errors import RustkaError
-from rustka.ops.cli import acls, groups, inspect, mirror, records, serve, topics, users
+from rustka.ops.cli import (
+    acls,
+    groups,
+    inspect,
+    mirror,
+    records,
+    serve,
+    topics,
+    transactions,
+    users,
+)
 from rustka.ops.cli.common import EXIT_ERROR, CommandError
 
 __all__ = ["build_parser", "main"]
@@ -27,6 +37,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     records,
     topics,
     groups,
+    transactions,
     acls,
     users,
     mirror,

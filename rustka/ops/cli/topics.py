@@ -125,8 +125,10 @@ async def cmd_topics(args: argparse.Namespace, out: TextIO) -> int:
             data = [{"topic": t.name, "partitions": len(t.partitions)} for t in meta]
             emit(out, args, data, lambda: "".join(f"{t['topic']}\n" for t in data))
         elif args.action == "describe":
-            logs = await client.describe_logs([args.topic] if args.topic is not None else [])
-            data = [_described(t) for t in logs]
+            named = [args.topic] if args.topic is not None else []
+            logs = await client.describe_logs(named)
+            stable = await _stable_offsets(client, named)
+            data = [_described(t, stable.get(t.name)) for t in logs]
             for topic in data:
                 configs = await client.describe_topic_configs(topic["topic"])
                 topic["configs"] = _own(configs)
@@ -169,8 +171,21 @@ async def cmd_topics(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _described(topic: Any) -> dict[str, Any]:
-    """A DescribeLogs topic as plain data: bounds and size per partition, and on a
+async def _stable_offsets(client: Any, topics: list[str]) -> dict[str, Any]:
+    """Topic -> its partitions' last stable offsets and open transactions (DescribeStableOffsets,
+    docs/protocol.md 7.15); empty from a broker older than the op, which answers Error."""
+    from rustka.client.protocol import BrokerError
+
+    try:
+        found = await client.describe_stable_offsets(topics)
+    except BrokerError:
+        return {}
+    return {t.name: t.partitions for t in found}
+
+
+def _described(topic: Any, stable: Any = None) -> dict[str, Any]:
+    """A DescribeLogs topic as plain data: bounds and size per partition, its last stable
+    offset and the transactions open on it (docs/kafka.md, "Transactions"), and on a
     compacted topic what the log cleaner knows (docs/kafka.md, "Log compaction")."""
     compacted = "compact" in topic.cleanup_policy.split(",")
     partitions = []
@@ -182,6 +197,16 @@ def _described(topic: Any) -> dict[str, Any]:
             "bytes": log.size_bytes,
             "segments": log.segments,
         }
+        if stable is not None and i < len(stable):
+            entry["last_stable"] = stable[i].last_stable_offset
+            entry["open_transactions"] = [
+                {
+                    "producer_id": t.producer_id,
+                    "producer_epoch": t.producer_epoch,
+                    "first_offset": t.first_offset,
+                }
+                for t in stable[i].open
+            ]
         if compacted:
             entry["cleaner"] = {
                 "dirty_ratio": log.dirty_ratio_ppm / 1_000_000,
@@ -203,7 +228,7 @@ def _when(ms: int) -> str | None:
 
 def _describe_table(data: list[dict[str, Any]]) -> str:
     cleaner = any("cleaner" in p for t in data for p in t["partitions"])
-    head = "TOPIC\tPARTITION\tLOG-START\tEND\tRECORDS\tBYTES"
+    head = "TOPIC\tPARTITION\tLOG-START\tEND\tLAST-STABLE\tOPEN-TXNS\tRECORDS\tBYTES"
     if cleaner:
         head += "\tPOLICY\tDIRTY\tLAST-CLEAN\tCLEANER-READ\tCLEANER-WRITTEN"
     lines = [head]
@@ -211,6 +236,7 @@ def _describe_table(data: list[dict[str, Any]]) -> str:
         for pm in t["partitions"]:
             line = (
                 f"{t['topic']}\t{pm['partition']}\t{pm['log_start']}\t{pm['end']}"
+                f"\t{pm.get('last_stable', '-')}\t{_open_txns(pm)}"
                 f"\t{pm['end'] - pm['log_start']}\t{pm['bytes']}"
             )
             if cleaner:
@@ -227,6 +253,16 @@ def _describe_table(data: list[dict[str, Any]]) -> str:
                     )
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _open_txns(partition: dict[str, Any]) -> str:
+    """How many transactions are open on the partition, with their producer ids."""
+    txns = partition.get("open_transactions")
+    if txns is None:
+        return "-"
+    if not txns:
+        return "0"
+    return f"{len(txns)} (producer {','.join(str(t['producer_id']) for t in txns)})"
 
 
 def _own(configs: list[Any]) -> dict[str, str]:

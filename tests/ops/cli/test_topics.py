@@ -33,13 +33,24 @@ async def test_topics_commands_with_json(broker: RunningBroker) -> None:
             "topic": "ship",
             "cleanup_policy": "delete",
             "partitions": [
-                {"partition": 0, "log_start": 0, "end": 1, "bytes": size, "segments": 1}
+                {
+                    "partition": 0,
+                    "log_start": 0,
+                    "end": 1,
+                    "bytes": size,
+                    "segments": 1,
+                    "last_stable": 1,
+                    "open_transactions": [],
+                }
             ],
             "configs": {},
         }
     ]
     table = await ok(broker, "topics", "describe", "ship")
-    assert table == f"TOPIC\tPARTITION\tLOG-START\tEND\tRECORDS\tBYTES\nship\t0\t0\t1\t1\t{size}\n"
+    assert table == (
+        "TOPIC\tPARTITION\tLOG-START\tEND\tLAST-STABLE\tOPEN-TXNS\tRECORDS\tBYTES\n"
+        f"ship\t0\t0\t1\t1\t0\t1\t{size}\n"
+    )
     altered = json.loads(await ok(broker, "topics", "alter", "pay", "--partitions", "5", "--json"))
     assert altered == {"topic": "pay", "partitions": 5}
     shrink = await cli(broker, "topics", "alter", "pay", "--partitions", "3")
@@ -102,8 +113,8 @@ async def test_topics_describe_shows_the_log_cleaner(broker_factory: Any) -> Non
         table = (await ok(running, "topics", "describe", "table")).splitlines()
         assert table[0].endswith("POLICY\tDIRTY\tLAST-CLEAN\tCLEANER-READ\tCLEANER-WRITTEN")
         fields = table[1].split("\t")
-        assert fields[6:8] == ["compact", "0.0%"]
-        assert fields[9:] == [str(state.bytes_read), str(state.bytes_written)]
+        assert fields[8:10] == ["compact", "0.0%"]
+        assert fields[11:] == [str(state.bytes_read), str(state.bytes_written)]
         missing = await cli(running, "topics", "describe", "nosuch")
         assert missing.returncode == 1 and "unknown topic" in missing.stderr
     finally:
