@@ -232,6 +232,11 @@ class BrokerCollector(Collector):
                 "First offset of the earliest open transaction, else the end offset.",
                 labels=labels,
             ),
+            "open": GaugeMetricFamily(
+                "rustka_partition_open_transactions",
+                "Transactions open on the partition (each holds its last stable offset back).",
+                labels=labels,
+            ),
         }
         logs = self.broker.logs
         topics = sorted(logs.topics.items()) if logs is not None else []
@@ -243,6 +248,7 @@ class BrokerCollector(Collector):
                 families["size"].add_metric(key, plog.size_bytes)
                 families["segments"].add_metric(key, len(plog.segments))
                 families["stable"].add_metric(key, plog.last_stable_offset)
+                families["open"].add_metric(key, len(plog.open_transactions()))
         yield from families.values()
 
     def _transactions(self) -> Iterator[Metric]:
@@ -252,8 +258,9 @@ class BrokerCollector(Collector):
         outcomes = coordinator.outcomes
         ended = CounterMetricFamily(
             "rustka_transactions",
-            "Transactions ended since the start: committed, aborted by their producer, "
-            "aborted at their timeout, aborted by a newer producer fencing the old one.",
+            "Transactions ended since the start: committed, aborted by their producer or "
+            "an operator, aborted at their timeout, aborted by a newer producer fencing "
+            "the old one.",
             labels=("outcome",),
         )
         for outcome in ("committed", "aborted", "timed_out", "fenced"):

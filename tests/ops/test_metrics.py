@@ -473,3 +473,58 @@ async def test_transactions_by_outcome_and_the_last_stable_offset(metrics: Metri
     assert _value(samples, "rustka_transactions_total", outcome="timed_out") == 0
     assert _value(samples, "rustka_transactions_open") == 0
     assert _value(samples, "rustka_partition_last_stable_offset", topic="tx", partition="0") == 4
+
+
+@pytest_twisted.ensureDeferred
+async def test_fenced_timed_out_and_operator_aborts_and_open_per_partition(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """A producer fenced by a newer one, a transaction past its timeout and one an
+    operator aborts are each counted under their outcome; each partition's open
+    transactions are a gauge that goes back to 0."""
+    from twisted.internet import reactor, task
+
+    from rustka.storage.txn_log import TxnState
+    from tests.storage.test_transactions import txn_batch
+
+    running = await broker_factory(default_partitions=1, transaction_abort_interval_ms=50)
+    started = await _start(running)
+    try:
+        core = running.broker
+        txn = core.transactions
+        await core.create_topic("tx", 2)
+
+        async def open_on(tid: str, partition: int, timeout_ms: int = 60_000) -> None:
+            pid, epoch = await txn.init_producer_id(tid, timeout_ms)
+            await txn.add_partitions(tid, pid, epoch, [("tx", partition)])
+            batch = txn_batch(pid, 0, epoch=epoch)
+            await core.append("tx", partition, batch, auto_create=False, transactional_id=tid)
+
+        await open_on("fenced", 0)
+        await open_on("operator", 0)
+        samples = await _scrape(started.port)
+        assert _value(samples, "rustka_transactions_open") == 2
+        assert _value(samples, "rustka_partition_open_transactions", topic="tx", partition="0") == 2
+        assert _value(samples, "rustka_partition_open_transactions", topic="tx", partition="1") == 0
+        await txn.init_producer_id("fenced", 60_000)
+        await txn.abort("operator")
+        await open_on("slow", 1, timeout_ms=100)
+        for _ in range(100):
+            meta = txn.describe("slow")
+            if meta is not None and meta.state == TxnState.COMPLETE_ABORT:
+                break
+            await task.deferLater(reactor, 0.05, lambda: None)
+        samples = await _scrape(started.port)
+        assert _value(samples, "rustka_transactions_total", outcome="fenced") == 1
+        assert _value(samples, "rustka_transactions_total", outcome="aborted") == 1
+        assert _value(samples, "rustka_transactions_total", outcome="timed_out") == 1
+        assert _value(samples, "rustka_transactions_total", outcome="committed") == 0
+        assert _value(samples, "rustka_transactions_open") == 0
+        for partition in ("0", "1"):
+            labels = {"topic": "tx", "partition": partition}
+            assert _value(samples, "rustka_partition_open_transactions", **labels) == 0
+            end = _value(samples, "rustka_partition_end_offset", **labels)
+            assert _value(samples, "rustka_partition_last_stable_offset", **labels) == end
+    finally:
+        await started.listener.stopService()
+        await running.stop()
