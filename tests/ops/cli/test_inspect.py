@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import pytest_twisted
 
 from rustka.config import Config
 from rustka.ops.cli import main
@@ -20,6 +21,7 @@ from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import TOPIC_CONFIG_FILE, encode_topic_config
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
+from tests.conftest import RunningBroker
 
 RUSTKA = Path(sys.executable).with_name("rustka")
 TS = 1_700_000_000_000
@@ -299,3 +301,39 @@ def test_check_reads_the_acl_and_credential_files(
     files = {p["file"]: p["message"] for p in report["problems"]}
     assert "checksum" in files[str(data_dir / "acls")]
     assert "0600" in files[str(data_dir / "credentials")]
+
+
+@pytest_twisted.ensureDeferred
+async def test_dump_shows_the_markers_a_real_transactional_producer_left(
+    broker: RunningBroker,
+) -> None:
+    """confluent-kafka commits, aborts and commits again: `rustka dump` (a real process)
+    shows each transaction's lz4 data batches as transactional and its end as a control
+    batch naming its marker, COMMIT, ABORT, COMMIT, at the offsets the log gave them."""
+    from twisted.internet import threads
+
+    from tests.conftest import within
+    from tests.kafka.test_transactions_clients import commit_and_abort
+
+    await within(broker.broker.create_topic("txn", 1))
+    await within(threads.deferToThread(commit_and_abort, broker.address), 90)
+    await within(broker.broker.transactions.settled("t-commit"))
+    [log] = sorted((Path(broker.config.data_dir) / "txn").glob("*/*.log"))
+    done = await threads.deferToThread(
+        subprocess.run, [str(RUSTKA), "dump", "--json", str(log)], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    batches = json.loads(done.stdout)["batches"]
+    controls = [(b["base_offset"], b["marker"]) for b in batches if b["control"]]
+    assert controls == [(3, "COMMIT"), (6, "ABORT"), (8, "COMMIT")]
+    data = [b for b in batches if not b["control"]]
+    assert data and all(b["transactional"] and b["compression"] == "lz4" for b in data)
+    assert len({b["producer_id"] for b in batches}) == 1
+    text = await threads.deferToThread(
+        subprocess.run, [str(RUSTKA), "dump", str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert text.returncode == 0, text.stderr
+    marked = [line for line in text.stdout.splitlines() if " control " in line]
+    assert [line.split()[4] for line in marked] == ["3..3", "6..6", "8..8"]
+    assert [line.rsplit(" ", 1)[1] for line in marked] == ["COMMIT", "ABORT", "COMMIT"]
+    assert all(" transactional control " in line for line in marked)
