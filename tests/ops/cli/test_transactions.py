@@ -173,3 +173,42 @@ async def test_find_hanging_reports_a_transaction_open_past_its_timeout(
         assert (cleared.returncode, cleared.stdout) == (0, "(no hanging transactions)\n")
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_find_hanging_reports_a_partition_open_for_no_transactional_id(
+    broker_factory: Any,
+) -> None:
+    """A transactional batch the coordinator never saw (written to the partition's log
+    beneath it, as a lost transaction log would leave it) holds the last stable offset
+    back with no id to abort: find-hanging names the partition and producer; the next
+    start aborts it (the log is the truth), and nothing hangs any more."""
+    from tests.storage.test_transactions import txn_batch
+
+    running = await broker_factory()
+    try:
+        core = running.broker
+        await within(core.create_topic("orphan", 1))
+        plog = core.partition("orphan", 0)
+        await within(core.run(plog.append, txn_batch(999_999, 0)))
+        found = await cli(running, "transactions", "find-hanging", "--json")
+        assert found.returncode == 1, found.stderr
+        [hanging] = json.loads(found.stdout)
+        assert (hanging["transactional_id"], hanging["producer_id"]) == (None, 999_999)
+        assert hanging["partitions"] == ["orphan-0"]
+        assert (
+            "from offset 0 (last stable offset 0) with no open transactional id"
+            in (hanging["reason"])
+        )
+        row = (await ok(running, "topics", "describe", "orphan")).splitlines()[1].split("\t")
+        assert row[3:6] == ["2", "0", "1 (producer 999999)"]
+    finally:
+        await running.stop()
+    running = await broker_factory()
+    try:
+        cleared = await cli(running, "transactions", "find-hanging")
+        assert (cleared.returncode, cleared.stdout) == (0, "(no hanging transactions)\n")
+        plog = running.broker.partition("orphan", 0)
+        assert plog.last_stable_offset == plog.end_offset == 3
+    finally:
+        await running.stop()
