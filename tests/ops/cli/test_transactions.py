@@ -212,3 +212,28 @@ async def test_find_hanging_reports_a_partition_open_for_no_transactional_id(
         assert plog.last_stable_offset == plog.end_offset == 3
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_refusals_under_acls_are_one_line(broker_factory: Any) -> None:
+    """With ACLs on and none granted, list shows nothing (it is filtered, as Kafka's
+    ListTransactions is), and describe and abort are refused before the id is looked
+    up, so a refusal does not tell whether the id exists."""
+    running = await broker_factory(authorizer_enabled=True)
+    try:
+        assert await ok(running, "transactions", "list") == "(no transactional ids)\n"
+        described = await cli(running, "transactions", "describe", "t-any")
+        assert described.returncode == 1 and described.stdout == ""
+        assert described.stderr == (
+            "rustka: the broker answered: not authorized: no ACL allows DESCRIBE on "
+            "transactional_id 't-any'\n"
+        )
+        aborted = await cli(running, "transactions", "abort", "t-any")
+        assert aborted.returncode == 1 and aborted.stderr.count("\n") == 1
+        assert "CLUSTER_ACTION on cluster 'kafka-cluster' or WRITE on transactional_id" in (
+            aborted.stderr
+        )
+        hanging = await cli(running, "transactions", "find-hanging")
+        assert (hanging.returncode, hanging.stdout) == (0, "(no hanging transactions)\n")
+    finally:
+        await running.stop()
