@@ -39,6 +39,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from rustka.broker.core import Broker
+from rustka.broker.eager_write import writer_for
 from rustka.broker.stats import LatencyHistogram
 from rustka.config import Config
 from rustka.connections import NO_ANSWER, ResponseQueue, Slot, close_all, start_serving
@@ -129,6 +130,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self.raw_sasl = False
         self.requests = 0
         self.connected_at = time.time()
+        # Where answers are written: the socket at once when the transport buffers
+        # nothing (rustka.broker.eager_write), else the transport.
+        self._out: Any = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -139,6 +143,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def connectionMade(self) -> None:
         self.auth = ConnectionAuth(self.security, self.factory.authenticator)
+        self._out = writer_for(self.transport)
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -329,7 +334,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def _flush(self) -> None:
         """Write the answers at the head of the queue; read on once none is pending."""
-        if self._queue.flush(self.transport):
+        if self._queue.flush(self._out):
             if self._queue.closing:
                 return
             if self._reading_paused and not self._paused_by_client:

@@ -31,6 +31,7 @@ from zope.interface import implementer
 
 from rustka.broker.access import Access, Gate
 from rustka.broker.core import Broker
+from rustka.broker.eager_write import writer_for
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
 from rustka.errors import (
@@ -92,6 +93,9 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._access: Access | None = None
         self._gate_principal: Principal | None = None
         self._gate_kept: Gate
+        # Where answers are written: the socket at once when the transport buffers
+        # nothing (rustka.broker.eager_write), else the transport.
+        self._out: Any = None
 
     # -- connection lifecycle ---------------------------------------------------
 
@@ -124,6 +128,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         access = self.factory.broker.access
         # None while authorization is off: the request path then pays one test.
         self._access = access if access.enabled else None
+        self._out = writer_for(self.transport)
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -371,7 +376,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def _flush(self) -> None:
         """Write the answers at the head of the queue; resume reading below the in-flight limit."""
         queue = self._queue
-        idle = queue.flush(self.transport)
+        idle = queue.flush(self._out)
         if "in-flight" in self._reading_paused_by and (
             len(queue) < self.factory.config.max_in_flight_per_connection // 2
         ):

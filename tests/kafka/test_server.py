@@ -515,3 +515,30 @@ async def test_a_graceful_close_of_a_client_that_stopped_reading_closes_once_it_
     finally:
         sock.close()
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_answers_leave_on_the_socket_in_the_call_that_makes_them(
+    broker: RunningBroker,
+) -> None:
+    """Pipelined requests answered as they are read are each sent at once
+    (rustka.broker.eager_write), in order, none through Twisted's write buffer."""
+    from rustka.broker.eager_write import EagerWriter
+
+    c = await raw(broker.port)
+    count = 20
+    c.transport.write(
+        b"".join(
+            framed(messages.encode_request(API_VERSIONS, 0, 100 + i, "t", {})) for i in range(count)
+        )
+    )
+    frames = await c.expect(count)
+    assert [messages.decode_response(API_VERSIONS, 0, f)[0] for f in frames] == [
+        100 + i for i in range(count)
+    ]
+    [proto] = [k for k in broker.top.kafka_factory.connections]
+    writer = proto._out
+    assert isinstance(writer, EagerWriter)
+    assert (writer.sent_now, writer.handed_on) == (count, 0)
+    c.transport.loseConnection()
+    await within(c.lost)

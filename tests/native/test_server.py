@@ -510,3 +510,37 @@ async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
         if reader is not None:
             reader.transport.abortConnection()
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_answers_leave_on_the_socket_in_the_reactor_pass_that_makes_them(
+    broker: RunningBroker,
+) -> None:
+    """With nothing buffered, an answer is sent by the call that writes it
+    (rustka.broker.eager_write), not on a later reactor pass; pipelined produces and
+    fetches still answer in request order."""
+    from rustka.broker.eager_write import EagerWriter
+    from tests.test_limits import server_side
+
+    c = await connect_raw(broker)
+    assert await c.ask(frame(b"\x09" + s("eager") + struct.pack("!I", 1))) != []
+    proto = await server_side(broker, c)
+    writer = proto._out
+    assert isinstance(writer, EagerWriter)
+    sent_before = writer.sent_now
+    requests = []
+    for i in range(40):
+        requests.append(produce("eager", b"k", b"v%d" % i))
+        if i % 10 == 9:
+            requests.append(fetch("eager", 0, i))
+    answers = await c.ask(*requests)
+    expected = []
+    for i in range(40):
+        expected.append(produced(0, i))
+        if i % 10 == 9:
+            expected.append(record(i, b"k", b"v%d" % i))
+    assert answers == expected
+    # Every answer went out whole from the writer: none waited in Twisted's buffer.
+    assert writer.sent_now > sent_before
+    assert writer.handed_on == 0
+    await close(c)
