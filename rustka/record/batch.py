@@ -1196,8 +1196,16 @@ def _delta_bytes(width: int, column: int, first: int, stop: int) -> bytes:
     return bytes((((2 * d) >> shift) & 0x7F) | more for d in range(first, stop))
 
 
+#: Up to this many bytes, min() and max() beat the searches below, whose cost is
+#: about 200 membership tests whatever the length (~85 us: most of the broker's CPU
+#: for a batch of a few dozen records).
+_RANK_SCAN_MAX = 1024
+
+
 def _rank_range(ranks: bytes) -> tuple[int, int]:
     """(min, max) of a bytes object's values using C-speed searches, not a Python loop."""
+    if len(ranks) <= _RANK_SCAN_MAX:
+        return min(ranks), max(ranks)
     first = ranks[0]
     if not ranks.lstrip(ranks[:1]):
         return first, first

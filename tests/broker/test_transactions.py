@@ -329,15 +329,15 @@ async def test_the_next_transaction_starts_while_the_markers_are_written(data_di
         await within(core.create_topic("t", 1))
         pid, epoch = await within(txn.init_producer_id("a", 60_000))
         await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
-        await within(core.append("t", 0, txn_batch(pid, 0), auto_create=False, transactional_id="a"))
+        await within(
+            core.append("t", 0, txn_batch(pid, 0), auto_create=False, transactional_id="a")
+        )
         # Hold the partition's lane, so the commit marker cannot be written yet.
         held = core.lanes.lane("t", 0).submit(release.wait, 30)
         await within(txn.end_transaction("a", pid, epoch, True))
         assert txn.describe("a").state == TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
         await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
-        appended = core.append(
-            "t", 0, txn_batch(pid, 2), auto_create=False, transactional_id="a"
-        )
+        appended = core.append("t", 0, txn_batch(pid, 2), auto_create=False, transactional_id="a")
         assert core.txn_log.entries()["a"].state == TxnState.PREPARE_COMMIT
         assert not appended.called
         release.set()

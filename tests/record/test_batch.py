@@ -1109,3 +1109,15 @@ def test_a_compacted_topic_refuses_records_without_a_key() -> None:
         assert accept_batches(batch)[1]
         with pytest.raises(InvalidBatch, match="compacted topic cannot accept a record without"):
             accept_batches(batch, require_keys=True)
+
+
+def test_rank_range_is_min_and_max_on_both_sides_of_the_scan_threshold() -> None:
+    from rustka.record.batch import _RANK_SCAN_MAX, _rank_range
+
+    rng = random.Random(7)
+    for n in (1, 2, 60, _RANK_SCAN_MAX, _RANK_SCAN_MAX + 1, 5000):
+        for spread in (0, 1, 40, 255):
+            base = rng.randrange(256 - spread)
+            data = bytes(base + rng.randrange(spread + 1) for _ in range(n))
+            assert _rank_range(data) == (min(data), max(data)), (n, spread)
+    assert _rank_range(bytes([9] * 3000 + [0] + [255])) == (0, 255)
