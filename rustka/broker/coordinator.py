@@ -709,6 +709,38 @@ class GroupCoordinator:
             self._schedule_session(group, member)
         return None
 
+    def check_txn_commit(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None = None,
+    ) -> int | None:
+        """May this TxnOffsetCommit stage offsets? None if so, else the Kafka error code.
+
+        Kafka's rule for transactional commits (KIP-447, TxnOffsetCommit v3): a request
+        that names a generation, member or instance must be the group's current member
+        (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) in the current generation
+        (ILLEGAL_GENERATION), so a producer whose consumer was rebalanced away cannot
+        commit its old partitions' offsets; generation -1 is accepted while the group is
+        empty, and one naming none of them (v0-2) whatever the group's state, since
+        those versions carry no member. Unlike
+        `check_commit` it neither answers REBALANCE_IN_PROGRESS nor counts as a heartbeat.
+        """
+        if self._closed:
+            return E.NOT_COORDINATOR
+        group = self._groups.get(group_id)
+        empty = group is None or group.state is GroupState.EMPTY
+        named = generation_id >= 0 or bool(member_id) or instance_id is not None
+        if (generation_id < 0 and empty) or not named:
+            return None
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, instance_id)
+        if error:
+            return error
+        return E.ILLEGAL_GENERATION if generation_id != group.generation_id else None
+
     def has_active_members(self, group_id: str) -> bool:
         """True while Kafka consumers are members (resets and native commits wait)."""
         group = self._groups.get(group_id)

@@ -145,6 +145,9 @@ class TransactionCoordinator:
         self._unsaved: set[str] = set()
         # Decisions answered whose markers are not all durable yet (`_decided`).
         self._settling: dict[str, _Settling] = {}
+        # The (producer id, epoch) each id had before its last bump that named them
+        # (InitProducerId v3+), so a retry of that bump is answered, not fenced.
+        self._last_bump: dict[str, tuple[int, int]] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -334,9 +337,18 @@ class TransactionCoordinator:
     # -- InitProducerId ------------------------------------------------------------
 
     def init_producer_id(
-        self, transactional_id: str, timeout_ms: int
+        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None = None
     ) -> defer.Deferred[tuple[int, int]]:
-        """(producer id, epoch) for a transactional producer starting up; fences the old one."""
+        """(producer id, epoch) for a transactional producer starting up; fences the old one.
+
+        ``expected`` is the (producer id, epoch) of InitProducerId v3+ (KIP-360): the
+        producer bumps its own epoch to recover from an error rather than fence itself.
+        As Kafka's TransactionCoordinator checks it: another producer id is
+        PRODUCER_FENCED; the current epoch is bumped; the epoch before the last bump
+        that came with one is answered with the current epoch (a retry whose answer was
+        lost; remembered in memory only, so after a restart such a retry is fenced);
+        any other epoch is PRODUCER_FENCED; an open transaction is aborted with the
+        epoch bumped and CONCURRENT_TRANSACTIONS answered, so the retry is fenced."""
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return defer.fail(
                 InvalidTransactionTimeout(
@@ -346,10 +358,12 @@ class TransactionCoordinator:
             )
         if not transactional_id:
             return defer.fail(InvalidBatch("the transactional id is empty"))
-        return self._locked(transactional_id, self._init, transactional_id, timeout_ms)
+        return self._locked(transactional_id, self._init, transactional_id, timeout_ms, expected)
 
     @defer.inlineCallbacks
-    def _init(self, transactional_id: str, timeout_ms: int) -> Any:
+    def _init(
+        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None = None
+    ) -> Any:
         now = _now(self.reactor)
         meta = self._meta.get(transactional_id)
         if meta is None:
@@ -358,14 +372,39 @@ class TransactionCoordinator:
             )
             meta = yield self._write(meta)
             return meta.producer_id, meta.producer_epoch
+        last_pid, last_epoch = self._last_bump.get(transactional_id, (-1, -1))
+        rotated = expected is not None and expected[0] == last_pid and expected[1] >= MAX_EPOCH - 1
+        if expected is not None and expected[0] != meta.producer_id and not rotated:
+            raise ProducerFenced(
+                f"producer {expected[0]} of {transactional_id!r} is not its current "
+                f"producer {meta.producer_id}: it was fenced"
+            )
         if meta.state in PREPARING:
             meta = yield self._roll_forward(transactional_id)
+        last = None
         if meta.state == ONGOING:
             meta = yield self._abort_fenced(meta)
             self.outcomes.fenced += 1
+            if expected is not None:
+                self._last_bump.pop(transactional_id, None)
+                raise ConcurrentTransactions(
+                    f"the open transaction of {transactional_id!r} was aborted; retry"
+                )
             epoch = meta.producer_epoch
-        else:
+        elif expected is None or expected == (meta.producer_id, meta.producer_epoch):
             epoch = meta.producer_epoch + 1
+            last = expected
+        elif expected == (last_pid, last_epoch):
+            epoch, last = meta.producer_epoch, expected
+        else:
+            raise ProducerFenced(
+                f"producer {expected[0]} of {transactional_id!r} has epoch {expected[1]}, but "
+                f"epoch {meta.producer_epoch} is current: this producer was fenced"
+            )
+        if last is None:
+            self._last_bump.pop(transactional_id, None)
+        else:
+            self._last_bump[transactional_id] = last
         producer_id = meta.producer_id
         if epoch >= MAX_EPOCH:
             producer_id, epoch = self.core.new_producer_id(), 0

@@ -326,6 +326,16 @@ def _produce_failed(failure: Failure, index: int) -> Body:
 
 
 def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body | defer.Deferred[Body]:
+    """A new producer id (idempotent producers: always a new one, whatever v3+ names, as
+    Kafka gives), or the transactional id's ("Transactions"). v3+ names the producer's id
+    and epoch both or neither; one without the other is INVALID_REQUEST, as Kafka answers."""
+    if (body.get("producer_id", -1) == -1) != (body.get("producer_epoch", -1) == -1):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.INVALID_REQUEST,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     if body.get("transactional_id") is not None:
         return txn_handlers.init_transactional_producer(ctx, version, body)
     return {

@@ -337,10 +337,14 @@ LIST_OFFSETS_RESPONSE = _msg(
 
 # --- InitProducerId (22) ---------------------------------------------------------------
 
+# v2 is the first flexible version; v3 names the producer's id and epoch (KIP-360's
+# epoch bump); v4 answers PRODUCER_FENCED. v5+ (KIP-890, Kafka 4) is not offered.
 INIT_PRODUCER_ID_REQUEST = _msg(
     "InitProducerIdRequest",
     F("transactional_id", STRING, nullable="0+"),
     F("transaction_timeout_ms", INT32),
+    F("producer_id", INT64, "3+", default=-1),
+    F("producer_epoch", INT16, "3+", default=-1),
 )
 INIT_PRODUCER_ID_RESPONSE = _msg(
     "InitProducerIdResponse",
@@ -351,8 +355,11 @@ INIT_PRODUCER_ID_RESPONSE = _msg(
 )
 
 # --- Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-# TxnOffsetCommit (28); docs/kafka.md, "Transactions". v0-2 (non-flexible; v1 and v2
-# change only throttling and the errors allowed).
+# TxnOffsetCommit (28); docs/kafka.md, "Transactions". v0-3: v1 and v2 change only
+# throttling and the errors allowed, v3 is the first flexible version and (TxnOffsetCommit)
+# adds the consumer's generation, member and instance ids (KIP-447). Not offered:
+# AddPartitionsToTxn v4+ (broker-to-broker batching), the KIP-890 versions
+# (AddOffsetsToTxn 4, EndTxn 4-5).
 
 ADD_PARTITIONS_TO_TXN_REQUEST = _msg(
     "AddPartitionsToTxnRequest",
@@ -396,6 +403,9 @@ TXN_OFFSET_COMMIT_REQUEST = _msg(
     F("group_id", STRING),
     F("producer_id", INT64),
     F("producer_epoch", INT16),
+    F("generation_id", INT32, "3+", default=-1),
+    F("member_id", STRING, "3+", default=""),
+    F("group_instance_id", STRING, "3+", nullable="3+", default=None),  # Kafka: "null"
     F(
         "topics",
         [
@@ -1291,16 +1301,16 @@ APIS: Final[dict[int, ApiSpec]] = dict(
         _api(
             ApiKey.INIT_PRODUCER_ID,
             "InitProducerId",
-            (0, 1),
+            (0, 4),
             2,
             INIT_PRODUCER_ID_REQUEST,
             INIT_PRODUCER_ID_RESPONSE,
         ),
-        # Transactions (docs/kafka.md, "Transactions"): the non-flexible versions.
+        # Transactions (docs/kafka.md, "Transactions"): v3 is flexible.
         _api(
             ApiKey.ADD_PARTITIONS_TO_TXN,
             "AddPartitionsToTxn",
-            (0, 2),
+            (0, 3),
             3,
             ADD_PARTITIONS_TO_TXN_REQUEST,
             ADD_PARTITIONS_TO_TXN_RESPONSE,
@@ -1308,12 +1318,12 @@ APIS: Final[dict[int, ApiSpec]] = dict(
         _api(
             ApiKey.ADD_OFFSETS_TO_TXN,
             "AddOffsetsToTxn",
-            (0, 2),
+            (0, 3),
             3,
             ADD_OFFSETS_TO_TXN_REQUEST,
             ADD_OFFSETS_TO_TXN_RESPONSE,
         ),
-        _api(ApiKey.END_TXN, "EndTxn", (0, 2), 3, END_TXN_REQUEST, END_TXN_RESPONSE),
+        _api(ApiKey.END_TXN, "EndTxn", (0, 3), 3, END_TXN_REQUEST, END_TXN_RESPONSE),
         _api(
             ApiKey.DESCRIBE_TRANSACTIONS,
             "DescribeTransactions",
@@ -1334,7 +1344,7 @@ APIS: Final[dict[int, ApiSpec]] = dict(
         _api(
             ApiKey.TXN_OFFSET_COMMIT,
             "TxnOffsetCommit",
-            (0, 2),
+            (0, 3),
             3,
             TXN_OFFSET_COMMIT_REQUEST,
             TXN_OFFSET_COMMIT_RESPONSE,

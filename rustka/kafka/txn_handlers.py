@@ -4,9 +4,11 @@ coordinator (rustka/broker/transactions.py; docs/kafka.md, "Transactions").
 
 Errors follow Kafka's KafkaApis: a fenced producer is PRODUCER_FENCED, turned
 into INVALID_PRODUCER_EPOCH for request versions older than the one that
-introduced it (v2 of AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; v3 of
-InitProducerId, which rustka does not serve; TxnOffsetCommit always reports
-INVALID_PRODUCER_EPOCH), since older clients do not know the newer code.
+introduced it (v2 of AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; v4 of
+InitProducerId; TxnOffsetCommit always reports INVALID_PRODUCER_EPOCH), since
+older clients do not know the newer code. TxnOffsetCommit v3 (KIP-447) names the
+consumer's generation and member, which the group coordinator checks first, as
+Kafka's GroupCoordinator does for transactional commits.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ __all__ = [
 ]
 
 _FIRST_PRODUCER_FENCED = 2
+#: InitProducerId learnt PRODUCER_FENCED later than the other transactional APIs.
+_FIRST_INIT_PRODUCER_FENCED = 4
 
 
 def _code(failure: Failure, version: int) -> int:
@@ -47,9 +51,13 @@ def _code(failure: Failure, version: int) -> int:
 def init_transactional_producer(
     ctx: RequestContext, version: int, body: Body
 ) -> defer.Deferred[Body]:
-    """InitProducerId with a transactional id: the producer id and a new epoch."""
+    """InitProducerId with a transactional id: the producer id and a new epoch; from v3
+    the producer's current id and epoch, if it names them, ask for its own epoch bump
+    (KIP-360) rather than a fence."""
+    pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+    expected = None if pid == -1 else (pid, epoch)
     d = ctx.broker.transactions.init_producer_id(
-        body["transactional_id"], body["transaction_timeout_ms"]
+        body["transactional_id"], body["transaction_timeout_ms"], expected
     )
 
     def done(ids: tuple[int, int]) -> Body:
@@ -62,8 +70,8 @@ def init_transactional_producer(
 
     def failed(failure: Failure) -> Body:
         code = error_code(failure)
-        if failure.check(errors.ProducerFenced):
-            code = E.INVALID_PRODUCER_EPOCH
+        if failure.check(errors.ProducerFenced) and version >= _FIRST_INIT_PRODUCER_FENCED:
+            code = E.PRODUCER_FENCED
         return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
     return d.addCallbacks(done, failed)
@@ -149,6 +157,14 @@ def txn_offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.De
             ],
         }
 
+    fenced = ctx.broker.groups.check_txn_commit(
+        body["group_id"],
+        body.get("generation_id", -1),
+        body.get("member_id", ""),
+        body.get("group_instance_id"),
+    )
+    if fenced is not None:
+        return defer.succeed(answer(fenced))
     d = ctx.broker.transactions.txn_offset_commit(
         body["transactional_id"],
         body["producer_id"],

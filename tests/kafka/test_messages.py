@@ -79,12 +79,12 @@ EXPECTED_TABLE = {
     0: ("Produce", 3, 8, 9),
     1: ("Fetch", 4, 11, 12),
     2: ("ListOffsets", 1, 5, 6),
-    22: ("InitProducerId", 0, 1, 2),
+    22: ("InitProducerId", 0, 4, 2),
     # Transactions (docs/kafka.md, "Transactions").
-    24: ("AddPartitionsToTxn", 0, 2, 3),
-    25: ("AddOffsetsToTxn", 0, 2, 3),
-    26: ("EndTxn", 0, 2, 3),
-    28: ("TxnOffsetCommit", 0, 2, 3),
+    24: ("AddPartitionsToTxn", 0, 3, 3),
+    25: ("AddOffsetsToTxn", 0, 3, 3),
+    26: ("EndTxn", 0, 3, 3),
+    28: ("TxnOffsetCommit", 0, 3, 3),
     65: ("DescribeTransactions", 0, 0, 0),
     66: ("ListTransactions", 0, 1, 0),
     19: ("CreateTopics", 0, 4, 5),
@@ -156,6 +156,14 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (65, 0),
         (66, 0),
         (66, 1),
+        # Transactions: InitProducerId v2-4, the others' v3 (docs/kafka.md, "Transactions").
+        (22, 2),
+        (22, 3),
+        (22, 4),
+        (24, 3),
+        (25, 3),
+        (26, 3),
+        (28, 3),
     }
 
 
@@ -259,20 +267,34 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # InitProducerId
     (22, 0, {"transactional_id": None, "transaction_timeout_ms": 60000}, "ffff 0000ea60"),
     (22, 1, {"transactional_id": "x", "transaction_timeout_ms": 1}, "0001 78 00000001"),
+    (22, 2, {"transactional_id": "x", "transaction_timeout_ms": 60000},
+     "02 78 0000ea60 00"),  # flexible: compact string, body tags
+    (22, 3, {"transactional_id": "x", "transaction_timeout_ms": 60000, "producer_id": 5,
+             "producer_epoch": 2},
+     "02 78 0000ea60 0000000000000005 0002 00"),  # v3+: the producer's id and epoch
+    (22, 4, {"transactional_id": None, "transaction_timeout_ms": 1},
+     "00 00000001 ffffffffffffffff ffff 00"),  # null id; id and epoch default to -1
     # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (id "x", producer 1)
     (24, 0, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0,
              "topics": [{"name": "t", "partitions": [0]}]},
      "0001 78 0000000000000001 0000 00000001 " + TOPIC_T + " 00000001 00000000"),
     (24, 2, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 2, "topics": []},
      "0001 78 0000000000000001 0002 00000000"),
+    (24, 3, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0,
+             "topics": [{"name": "t", "partitions": [0, 1]}]},
+     "02 78 0000000000000001 0000 02 02 74 03 00000000 00000001 00 00"),  # compact arrays
     (25, 0, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
      "0001 78 0000000000000001 0000 0001 67"),
     (25, 2, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 3, "group_id": "g"},
      "0001 78 0000000000000001 0003 0001 67"),
+    (25, 3, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 3, "group_id": "g"},
+     "02 78 0000000000000001 0003 02 67 00"),
     (26, 0, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": True},
      "0001 78 0000000000000001 0000 01"),
     (26, 2, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": False},
      "0001 78 0000000000000001 0000 00"),
+    (26, 3, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": True},
+     "02 78 0000000000000001 0000 01 00"),
     (28, 0, {"transactional_id": "x", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
              "topics": [{"name": "t", "partitions": [
                  {"partition_index": 0, "committed_offset": 5, "committed_metadata": None}]}]},
@@ -283,6 +305,16 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
                  {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]},
      "0001 78 0001 67 0000000000000001 0000 00000001 " + TOPIC_T
      + " 00000001 00000000 0000000000000005 ffffffff 0001 6d"),  # leader epoch -1 (v2+)
+    (28, 3, {"transactional_id": "x", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+             "generation_id": 4, "member_id": "m", "group_instance_id": None,
+             "topics": [{"name": "t", "partitions": [
+                 {"partition_index": 0, "committed_offset": 5, "committed_metadata": None}]}]},
+     "02 78 02 67 0000000000000001 0000"
+     " 00000004 02 6d 00"  # v3+: generation 4, member "m", no instance id (KIP-447)
+     " 02 02 74 02 00000000 0000000000000005 ffffffff 00 00 00 00"),
+    (28, 3, {"transactional_id": "x", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+             "group_instance_id": "i", "topics": []},
+     "02 78 02 67 0000000000000001 0000 ffffffff 01 02 69 01 00"),  # defaults -1, ""
     # DescribeTransactions, ListTransactions (flexible from v0)
     (65, 0, {"transactional_ids": ["x"]}, "02 02 78 00"),
     (66, 0, {"state_filters": [], "producer_id_filters": []}, "01 01 00"),
@@ -570,19 +602,26 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     # InitProducerId
     (22, 0, {"producer_id": 1000}, "00000000 0000 00000000000003e8 0000"),
     (22, 1, {"error_code": 15}, "00000000 000f ffffffffffffffff 0000"),
+    (22, 4, {"error_code": 90}, "00000000 005a ffffffffffffffff 0000 00"),  # PRODUCER_FENCED
     # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
     (24, 0, {"results": [{"name": "t", "results": [{"partition_index": 0, "error_code": 0}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (24, 2, {"results": [{"name": "t", "results": [{"partition_index": 1, "error_code": 51}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000001 0033"),
+    (24, 3, {"results": [{"name": "t", "results": [{"partition_index": 0, "error_code": 0}]}]},
+     "00000000 02 02 74 02 00000000 0000 00 00 00"),
     (25, 0, {"error_code": 0}, "00000000 0000"),
     (25, 2, {"error_code": 90}, "00000000 005a"),
+    (25, 3, {"error_code": 0}, "00000000 0000 00"),
     (26, 0, {"error_code": 48}, "00000000 0030"),
     (26, 2, {"error_code": 0}, "00000000 0000"),
+    (26, 3, {"error_code": 90}, "00000000 005a 00"),
     (28, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (28, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 47}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 002f"),
+    (28, 3, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
+     "00000000 02 02 74 02 00000000 0016 00 00 00"),  # ILLEGAL_GENERATION
     (65, 0, {"transaction_states": [{"error_code": 0, "transactional_id": "x",
                                      "transaction_state": "Ongoing",
                                      "transaction_timeout_ms": 60000,
