@@ -391,49 +391,32 @@ def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]
 async def _read_all(
     broker: Any, wanted: list[tuple[str, int, int, int]], max_bytes: int, committed: bool = False
 ) -> list[tuple[Body, int]]:
-    """Read each partition in request order within the response's byte budget.
-
-    As Kafka does, the first batch of the first partition with data is returned
-    whole even when it is larger than the limits, so a consumer always progresses.
-    """
+    """Each partition's answer and its size, in request order, from one
+    `Broker.read_many`: one pool job for all the partitions with something to read,
+    under Kafka's byte budget (the first batch of the first partition with data whole
+    even above the limits, so a consumer always progresses)."""
     out: list[tuple[Body, int]] = []
-    left = max_bytes
-    progressed = False
-    for topic, partition, offset, part_max in wanted:
-        limit = min(part_max, left)
-        try:
-            if limit <= 0 and progressed:
-                start, hw = broker.bounds(topic, partition)
-                out.append((_fetch_partition(partition, 0, hw, start, []), 0))
-                continue
-            result = await broker.read(topic, partition, offset, max(limit, 1), committed=committed)
-        except Exception as exc:
-            code = error_code(exc)
+    results = await broker.read_many(wanted, max_bytes, committed=committed)
+    for (topic, partition, _offset, _max), result in zip(wanted, results, strict=True):
+        if isinstance(result, Exception):
+            code = error_code(result)
             hw, start = -1, -1
             with contextlib.suppress(Exception):
                 start, hw = broker.bounds(topic, partition)
             out.append((_fetch_partition(partition, code, hw, start, []), 0))
             continue
         chunks = list(result.chunks)
-        size = sum(len(c) for c in chunks)
-        aborted = result.aborted
-        if progressed and size > limit:
-            # Only the response's first batch may exceed the limits (Kafka's rule).
-            chunks, size = [], 0
-            aborted = () if committed else None
-        if size:
-            progressed = True
-            left -= size
         part_body = _fetch_partition(
             partition, 0, result.high_watermark, result.log_start_offset, chunks
         )
         part_body["last_stable_offset"] = result.last_stable_offset
+        aborted = result.aborted
         part_body["aborted_transactions"] = (
             None
             if aborted is None
             else [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
         )
-        out.append((part_body, size))
+        out.append((part_body, sum(len(c) for c in chunks)))
     return out
 
 
