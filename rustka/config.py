@@ -274,6 +274,17 @@ class Config:
         minimum=10,
         maximum=3_600_000,
     )
+    transactional_id_expiration_ms: int = setting(
+        Kind.DURATION,
+        7 * _DAY_MS,
+        "How long a transactional id whose last transaction ended (or that never began "
+        "one) is kept; then it is forgotten and its transaction log record tombstoned, "
+        "and its next producer gets a new producer id (Kafka's "
+        "transactional.id.expiration.ms). An id with a transaction open never expires. "
+        "Checked with retention.",
+        _GROUPS,
+        minimum=1,
+    )
     offsets_retention_ms: int | None = setting(
         Kind.DURATION,
         7 * _DAY_MS,

@@ -1,5 +1,5 @@
 """Background work: interval flushing, retention (with segment_ms rolls), offsets expiry
-and compaction.
+and compaction, and the expiry of idle transactional ids.
 
 Each pass runs every partition's work on that partition's lane, so it never
 races an append, and it must survive failures (docs/reliability.md): a pass
@@ -26,6 +26,8 @@ from twisted.python.failure import Failure
 from rustka.broker.lanes import Lane
 from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionKey, PartitionLanes
 from rustka.broker.stats import BrokerStats, LogLimiter
+from rustka.broker.transactions import TransactionCoordinator
+from rustka.config import Config
 from rustka.record.batch import ms_now
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
@@ -35,9 +37,17 @@ FLUSH = "flush"
 RETENTION = "retention"
 OFFSETS_COMPACTION = "offsets_compaction"
 OFFSETS_EXPIRY = "offsets_expiry"
+TRANSACTIONAL_ID_EXPIRY = "transactional_id_expiry"
 # The log cleaner's failures (rustka/broker/log_cleaner.py) are counted here too.
 CLEANER = "cleaner"
-BACKGROUND_TASKS: tuple[str, ...] = (FLUSH, RETENTION, OFFSETS_COMPACTION, CLEANER, OFFSETS_EXPIRY)
+BACKGROUND_TASKS: tuple[str, ...] = (
+    FLUSH,
+    RETENTION,
+    OFFSETS_COMPACTION,
+    CLEANER,
+    OFFSETS_EXPIRY,
+    TRANSACTIONAL_ID_EXPIRY,
+)
 
 
 class MaintenanceCore(Protocol):
@@ -47,7 +57,9 @@ class MaintenanceCore(Protocol):
     """
 
     reactor: IReactorTime
+    config: Config
     stats: BrokerStats
+    transactions: TransactionCoordinator
     log_limiter: LogLimiter
     logs: LogManager | None
     offsets: OffsetsStore | None
@@ -117,7 +129,8 @@ class Maintenance:
 
         The offsets log is exempt from retention (an idle group must keep its
         position); it is compacted instead, on its own lane, once superseded
-        commits dominate it.
+        commits dominate it. Transactional ids idle for transactional_id_expiration_ms
+        are forgotten in the same pass (`TransactionCoordinator.expire_ids`).
         """
         core = self._core
         logs = core.logs
@@ -165,6 +178,16 @@ class Maintenance:
                     )
             except Exception:
                 self.failed(Failure(), OFFSETS_COMPACTION, OFFSETS_KEY)
+        try:
+            # On the coordinator's clock, which stamps every state's last update.
+            d = core.transactions.expire_ids(
+                int(core.reactor.seconds() * 1000), core.config.transactional_id_expiration_ms
+            )
+            work.append(
+                d.addCallbacks(_ignore, self.failed, None, None, (TRANSACTIONAL_ID_EXPIRY,))
+            )
+        except Exception:
+            self.failed(Failure(), TRANSACTIONAL_ID_EXPIRY)
         return _all(work)
 
     def _retained(self, deleted: list[int], key: PartitionKey, plog: PartitionLog) -> None:

@@ -748,6 +748,56 @@ class TransactionCoordinator:
 
         return self._locked(transactional_id, go)
 
+    # -- transactional.id.expiration.ms ------------------------------------------------
+
+    def expire_ids(self, now_ms: int, expiration_ms: int) -> defer.Deferred[list[str]]:
+        """Forget every transactional id idle for ``expiration_ms`` (Kafka's
+        transactional.id.expiration.ms), as Kafka's TransactionStateManager does: an id
+        whose state is Empty, CompleteCommit or CompleteAbort and whose last update is
+        that old gets a tombstone in the log (so the log's compaction drops it, and a
+        restart does not bring it back) and leaves the coordinator; an id with a
+        transaction open or being completed never expires. Its next InitProducerId gets
+        a new producer id. Fires with the ids removed."""
+        due = sorted(tid for tid, meta in self._meta.items() if _idle(meta, now_ms, expiration_ms))
+        jobs = [self._locked(tid, self._expire_id, tid, now_ms, expiration_ms) for tid in due]
+        d = defer.gatherResults(jobs, consumeErrors=True).addErrback(_first_error)
+        return d.addCallback(lambda names: [self._forget_lock(n) for n in names if n])
+
+    def _expire_id(
+        self, transactional_id: str, now_ms: int, expiration_ms: int
+    ) -> defer.Deferred[str | None]:
+        meta = self._meta.get(transactional_id)
+        store = self._store
+        if (
+            meta is None
+            or store is None
+            or transactional_id in self._settling
+            or not _idle(meta, now_ms, expiration_ms)
+        ):
+            return defer.succeed(None)
+        self._unsaved.discard(transactional_id)
+
+        def gone(_: None) -> str:
+            self._meta.pop(transactional_id, None)
+            self._last_bump.pop(transactional_id, None)
+            self.log.info(
+                "transactional id {tid} expired: idle for {ms} ms (producer {pid}, "
+                "transactional_id_expiration_ms {expiration})",
+                tid=transactional_id,
+                ms=now_ms - meta.last_update_ms,
+                pid=meta.producer_id,
+                expiration=expiration_ms,
+            )
+            return transactional_id
+
+        return self.core.run(_write_tombstone, store, meta).addCallback(gone)
+
+    def _forget_lock(self, transactional_id: str) -> str:
+        lock = self._locks.get(transactional_id)
+        if lock is not None and not lock.locked and not lock.waiting:
+            del self._locks[transactional_id]
+        return transactional_id
+
     # -- Produce -----------------------------------------------------------------------
 
     def verify(
@@ -782,6 +832,18 @@ class TransactionCoordinator:
 
 def _write_record(store: TransactionLog, meta: TxnMetadata, durable: bool) -> None:
     store.write(meta, durable=durable)
+
+
+def _write_tombstone(store: TransactionLog, meta: TxnMetadata) -> None:
+    store.write(meta, remove=True)
+
+
+#: Kafka's states from which a transactional id may expire (isExpirationAllowed).
+EXPIRABLE = frozenset({EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+
+
+def _idle(meta: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
+    return meta.state in EXPIRABLE and meta.last_update_ms <= now_ms - expiration_ms
 
 
 def _first_error(failure: Failure) -> Failure:

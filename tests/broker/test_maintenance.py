@@ -388,3 +388,44 @@ def test_expire_forgets_at_once_and_write_expiry_spares_what_came_back(tmp_path:
         assert store.groups() == {"a": {("t", 1): 7}, "b": {("t", 0): 3}}
     finally:
         store.close()
+
+
+# -- transactional id expiry ----------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_retention_pass_expires_idle_transactional_ids(broker_factory: Any) -> None:
+    """transactional_id_expiration_ms runs with retention: an id idle that long is gone
+    (and stays gone after a restart), an open transaction stays, and nothing failed."""
+    from twisted.internet import reactor, task
+
+    from rustka.broker.maintenance import TRANSACTIONAL_ID_EXPIRY
+
+    settings = {"transactional_id_expiration_ms": 1, "retention_check_interval_ms": 3_600_000}
+    running = await broker_factory(**settings)
+    try:
+        core = running.broker
+        txn = core.transactions
+        await within(core.create_topic("t", 1))
+        await within(txn.init_producer_id("idle", 60_000))
+        pid, epoch = await within(txn.init_producer_id("open", 60_000))
+        await within(txn.add_partitions("open", pid, epoch, [("t", 0)]))
+        # The precondition: the coordinator's clock is past the idle id's last update
+        # plus the expiration (1 ms); bounded.
+        stamp = txn.describe("idle").last_update_ms  # type: ignore[union-attr]
+        for _ in range(100):
+            if reactor.seconds() * 1000 >= stamp + 2:
+                break
+            await within(task.deferLater(reactor, 0.005, lambda: None))
+        await within(core.enforce_retention())
+        assert txn.describe("idle") is None
+        meta = txn.describe("open")
+        assert meta is not None and meta.state.kafka_name == "Ongoing"
+        assert core.stats.background_failures.get(TRANSACTIONAL_ID_EXPIRY, 0) == 0
+    finally:
+        await running.stop()
+    again = await broker_factory(**settings)
+    try:
+        assert [m.transactional_id for m in again.broker.transactions.transactions()] == ["open"]
+    finally:
+        await again.stop()

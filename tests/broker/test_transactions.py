@@ -353,3 +353,54 @@ async def test_the_next_transaction_starts_while_the_markers_are_written(data_di
     finally:
         release.set()
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_idle_transactional_ids_expire_and_stay_gone_after_a_restart(
+    data_dir: Path,
+) -> None:
+    """transactional_id_expiration_ms, on a clock the test gives (Kafka's
+    TransactionStateManager rule): an id whose last update (its Empty or Complete state)
+    is that old is tombstoned in the log and forgotten; an open transaction never expires,
+    however old. The tombstones are durable, compaction leaves no record of the expired
+    ids, and a later InitProducerId of an expired id gets a new producer id."""
+    from rustka.storage.offsets import salvage
+    from rustka.storage.txn_log import decode_key
+
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        txn = core.transactions
+        await within(core.create_topic("t", 1))
+        idle_pid, _ = await within(txn.init_producer_id("idle", 60_000))
+        pid, epoch = await within(txn.init_producer_id("done", 60_000))
+        await within(txn.add_partitions("done", pid, epoch, [("t", 0)]))
+        await within(txn.end_transaction("done", pid, epoch, True))
+        await within(txn.settled("done"))
+        open_pid, open_epoch = await within(txn.init_producer_id("open", 60_000))
+        await within(txn.add_partitions("open", open_pid, open_epoch, [("t", 0)]))
+        updated = [txn.describe(t).last_update_ms for t in ("idle", "done")]  # type: ignore[union-attr]
+        hour = 3_600_000
+        assert await within(txn.expire_ids(min(updated) + hour - 1, hour)) == []
+        last = max(updated)
+        assert await within(txn.expire_ids(last + hour, hour)) == ["done", "idle"]
+        assert txn.describe("idle") is None and txn.describe("done") is None
+        meta = txn.describe("open")
+        assert meta is not None and meta.state == TxnState.ONGOING
+        # Years later the open transaction is still there (its timeout aborts it, not this).
+        assert await within(txn.expire_ids(last + 1000 * hour, hour)) == []
+        assert core.txn_log is not None and set(core.txn_log.entries()) == {"open"}
+    finally:
+        await running.stop()
+    running = await start_broker(data_dir)
+    try:
+        txn = running.broker.transactions
+        assert [m.transactional_id for m in txn.transactions()] == ["open"]
+        assert running.broker.txn_log is not None
+        running.broker.txn_log.compact()
+        records, skipped = salvage(data_dir / TRANSACTIONS_DIR)
+        assert skipped == [] and {decode_key(r.key) for r in records if r.key} == {"open"}
+        again, epoch = await within(txn.init_producer_id("idle", 60_000))
+        assert again != idle_pid and epoch == 0
+    finally:
+        await running.stop()
