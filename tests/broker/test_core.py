@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -26,18 +27,21 @@ from rustka.broker.lanes import IOPool
 from rustka.config import SOURCE_DEFAULT, SOURCE_TOPIC, Config
 from rustka.errors import (
     BrokerUnavailable,
+    CorruptBatch,
     InvalidBatch,
     InvalidConfig,
     InvalidRequest,
     OffsetOutOfRange,
     RecordTooLarge,
     TopicExists,
+    UnknownPartition,
     UnknownTopic,
 )
 from rustka.native import codec as p
 from rustka.native.handlers import NativeHandler
 from rustka.record.batch import Record, encode_batch, ms_now, scan_batches
 from tests.conftest import RunningBroker, within
+from tests.storage.test_transactions import txn_batch
 
 
 def batch(*values: bytes, timestamp: int | None = None) -> bytes:
@@ -578,3 +582,163 @@ async def test_commits_left_by_a_crash_during_topic_deletion_are_dropped_at_star
         assert store.groups() == {"g1": {("kept", 0): 3}}
     finally:
         store.close()
+
+
+# -- read_many: Kafka's Fetch of many partitions in one pool job ----------------------
+
+
+async def filled(core: Broker, topic: str, partitions: int, batches: int) -> list[list[bytes]]:
+    """Each partition's stored batches (the same length each: one 1,000-byte record)."""
+    await within(core.create_topic(topic, partitions))
+    stored: list[list[bytes]] = []
+    for index in range(partitions):
+        sent = []
+        for n in range(batches):
+            await within(core.append(topic, index, batch(b"%03d" % n * 333), auto_create=False))
+            result = await within(core.read(topic, index, n, 1))
+            sent.append(b"".join(result.chunks))
+        stored.append(sent)
+    return stored
+
+
+def read_many_in_one_job(
+    core: Broker, wanted: list[tuple[str, int, int, int]], max_bytes: int, **kw: Any
+) -> defer.Deferred[list[Any]]:
+    """`read_many`, asserting it submitted exactly one pool job. Counted around the call,
+    which submits synchronously, so no timer's pool work can fall in between."""
+    before = core.io.submitted
+    d = core.read_many(wanted, max_bytes, **kw)
+    assert core.io.submitted - before == 1
+    return d
+
+
+@pytest_twisted.ensureDeferred
+async def test_read_many_shares_the_byte_budget_in_request_order(broker: RunningBroker) -> None:
+    """Kafka's budget (ReplicaManager.readFromLocalLog): max_bytes is shared in order, the
+    first partition with data gets its first batch whole even above both limits, and a
+    later partition whose first batch is over what is left gets no records (its bounds
+    still come)."""
+    core = broker.broker
+    stored = await filled(core, "m", 4, 3)
+    size = len(stored[0][0])
+    big = 1 << 20
+    wanted = [("m", p, 0, big) for p in range(4)]
+    # 3.5 batches: p0 takes its three, p1 nothing (a batch is over the half left), p2, p3
+    # nothing either, since the response already has data.
+    results = await within(read_many_in_one_job(core, wanted, 3 * size + size // 2))
+    assert [b"".join(r.chunks) for r in results] == [b"".join(stored[0]), b"", b"", b""]
+    assert [(r.high_watermark, r.log_start_offset) for r in results] == [(3, 0)] * 4
+    # Partition limits: two batches of p0, then one of p1; then the budget is spent
+    # exactly, so p2 and p3 are not read at all.
+    wanted = [("m", 0, 0, 2 * size), ("m", 1, 1, size), ("m", 2, 0, big), ("m", 3, 0, big)]
+    results = await within(read_many_in_one_job(core, wanted, 3 * size))
+    assert [b"".join(r.chunks) for r in results] == [
+        stored[0][0] + stored[0][1],
+        stored[1][1],
+        b"",
+        b"",
+    ]
+    assert [r.aborted for r in results] == [None] * 4
+    # A partition at the high watermark first, then limits of one byte: the first
+    # partition with data still gets one whole batch, the next one nothing.
+    wanted = [("m", 0, 3, 1), ("m", 1, 2, 1), ("m", 2, 0, 1)]
+    results = await within(read_many_in_one_job(core, wanted, 1))
+    assert [b"".join(r.chunks) for r in results] == [b"", stored[1][2], b""]
+    assert core.stats.bytes_out >= len(stored[1][2])
+
+
+@pytest_twisted.ensureDeferred
+async def test_read_many_answers_each_error_in_its_place(broker: RunningBroker) -> None:
+    """Unknown topics and partitions, offsets out of range and a batch corrupt on disk are
+    each answered in their own place; the partitions around them are read, all in one job."""
+    core = broker.broker
+    stored = await filled(core, "e", 3, 2)
+    # The stored copy of partition 2's second batch goes bad under the broker.
+    segment = core.partition("e", 2).segments[0]
+    fd = os.open(segment.log_path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"\xff\xff", len(stored[2][0]) + len(stored[2][1]) - 2)
+    finally:
+        os.close(fd)
+    big = 1 << 20
+    wanted = [
+        ("e", 0, 0, big),
+        ("nope", 0, 0, big),
+        ("e", 7, 0, big),
+        ("e", 1, 5, big),
+        ("e", 2, 1, big),
+        ("e", 1, 0, big),
+    ]
+    results = await within(read_many_in_one_job(core, wanted, big))
+    assert b"".join(results[0].chunks) == b"".join(stored[0])
+    assert isinstance(results[1], UnknownTopic)
+    assert isinstance(results[2], UnknownPartition)
+    assert isinstance(results[3], OffsetOutOfRange)
+    assert (results[3].offset, results[3].log_start, results[3].end) == (5, 0, 2)
+    assert isinstance(results[4], CorruptBatch)
+    assert b"".join(results[5].chunks) == b"".join(stored[1])
+
+
+@pytest_twisted.ensureDeferred
+async def test_read_many_at_the_high_watermark_makes_no_pool_hop(broker: RunningBroker) -> None:
+    """Nothing to read anywhere (every partition at its high watermark, or an error): the
+    answer is ready at once and the pool never sees the request."""
+    core = broker.broker
+    await filled(core, "h", 3, 2)
+    wanted = [("h", 0, 2, 100), ("h", 1, 2, 100), ("nope", 0, 0, 100), ("h", 2, 2, 100)]
+    before = core.io.submitted
+    d = core.read_many(wanted, 1 << 20)
+    assert d.called and core.io.submitted == before
+    results = await d
+    assert [r.chunks for r in results if not isinstance(r, Exception)] == [()] * 3
+    assert [r.high_watermark for r in results if not isinstance(r, Exception)] == [2] * 3
+    assert isinstance(results[2], UnknownTopic)
+
+
+@pytest_twisted.ensureDeferred
+async def test_read_many_read_committed_stops_at_the_lso_with_aborted_transactions(
+    broker: RunningBroker,
+) -> None:
+    """read_committed: a partition with an aborted transaction and a committed batch after
+    it is read with the abort listed; one held at its LSO by an open transaction is
+    answered without the pool, its LSO beside a higher high watermark."""
+    core = broker.broker
+    txn = core.transactions
+    await within(core.create_topic("c", 2))
+    aborting, epoch = await within(txn.init_producer_id("a", 60_000))
+    await within(txn.add_partitions("a", aborting, epoch, [("c", 0)]))
+    await within(
+        core.append(
+            "c", 0, txn_batch(aborting, 0, epoch=epoch), auto_create=False, transactional_id="a"
+        )
+    )
+    await within(txn.end_transaction("a", aborting, epoch, False))
+    await within(txn.settled("a"))
+    await within(core.append("c", 0, batch(b"after"), auto_create=False))
+    holding, epoch = await within(txn.init_producer_id("b", 60_000))
+    await within(txn.add_partitions("b", holding, epoch, [("c", 1)]))
+    await within(
+        core.append(
+            "c", 1, txn_batch(holding, 0, epoch=epoch), auto_create=False, transactional_id="b"
+        )
+    )
+    open_only = [("c", 1, 0, 1 << 20)]
+    before = core.io.submitted
+    d = core.read_many(open_only, 1 << 20, committed=True)
+    assert d.called and core.io.submitted == before
+    (held,) = await d
+    assert (held.chunks, held.last_stable_offset, held.high_watermark, held.aborted) == (
+        (),
+        0,
+        2,
+        (),
+    )
+    wanted = [("c", 0, 0, 1 << 20), *open_only]
+    first, held = await within(read_many_in_one_job(core, wanted, 1 << 20, committed=True))
+    assert first.aborted == ((aborting, 0),)
+    assert first.last_stable_offset == first.high_watermark == 4
+    headers, _ = scan_batches(b"".join(first.chunks))
+    # The aborted batch alone: its old timestamp rolled the segment, and a read never
+    # crosses one.
+    assert [h.base_offset for _, h in headers] == [0]
+    assert held.chunks == () and held.last_stable_offset == 0
