@@ -12,6 +12,7 @@ requests costs one thread hop, one write and one fsync rather than N.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import queue
 import threading
@@ -215,6 +216,26 @@ def _fire(result: Any, d: defer.Deferred[Any]) -> None:
 _FIRE = object()
 
 OnResult = Callable[[Any, Any], None]
+Early = Callable[[Any], None]
+"""``early(result)``: an append's hook on the pool thread once its write returned."""
+
+
+def _write_then_early(
+    write_many: Callable[[list[Any]], list[Any]],
+    items: list[Any],
+    earlies: list[tuple[int, Early]],
+) -> list[Any]:
+    """On the pool: the coalesced write, then each hook with its own item's result.
+
+    A hook that raises is skipped: its append is still answered on the reactor,
+    by ``on_result``, from the same results.
+    """
+    results = write_many(items)
+    for index, early in earlies:
+        # The reactor's answer still follows if a hook fails.
+        with contextlib.suppress(Exception):
+            early(results[index])
+    return results
 
 
 class Lane:
@@ -240,8 +261,9 @@ class Lane:
         self._io = io
         self._write_many = write_many
         self._max_coalesce = max_coalesce
-        # (is_call, payload, sink, context): sink is a Deferred when context is _FIRE.
-        self._queue: deque[tuple[bool, Any, Any, Any]] = deque()
+        # (is_call, payload, sink, context, early): sink is a Deferred when context is
+        # _FIRE; early is None or the item's hook on the pool thread (`append_to`).
+        self._queue: deque[tuple[bool, Any, Any, Any, Early | None]] = deque()
         self._busy = False
         self._idle_waiters: list[defer.Deferred[None]] = []
         self.hops = 0
@@ -254,26 +276,35 @@ class Lane:
     def append(self, item: Any) -> defer.Deferred[Any]:
         """Queue ``item`` for the next coalesced ``write_many`` call; fires with its result."""
         d: defer.Deferred[Any] = defer.Deferred()
-        self._queue.append((False, item, d, _FIRE))
+        self._queue.append((False, item, d, _FIRE, None))
         if not self._busy:
             self._kick()
         return d
 
-    def append_to(self, item: Any, on_result: OnResult, context: Any) -> None:
+    def append_to(
+        self, item: Any, on_result: OnResult, context: Any, early: Early | None = None
+    ) -> None:
         """Like `append`, but ``on_result(result, context)`` gets the outcome.
 
         The result is the item's entry in what ``write_many`` returned, or a
         Failure. ``on_result`` must not raise; if it does, the error is logged
         and the lane carries on with the other items.
+
+        ``early(result)``, when given, runs on the pool thread as soon as the
+        write returns, before the hop back to the reactor: the native server
+        answers a stored produce from there (docs/performance.md, "Latency
+        (issue 21)"). It sees only the item's own result, never a Failure of the
+        whole write, must be thread-safe and must not raise; ``on_result`` runs
+        afterwards on the reactor as always.
         """
-        self._queue.append((False, item, on_result, context))
+        self._queue.append((False, item, on_result, context, early))
         if not self._busy:
             self._kick()
 
     def submit(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
         """Run ``f(*args)`` on the pool after everything queued before it."""
         d: defer.Deferred[T] = defer.Deferred()
-        self._queue.append((True, (f, args), d, _FIRE))
+        self._queue.append((True, (f, args), d, _FIRE, None))
         if not self._busy:
             self._kick()
         return d
@@ -292,7 +323,7 @@ class Lane:
             if not self._busy:
                 self._notify_idle()
             return
-        is_call, payload, sink, context = queue.popleft()
+        is_call, payload, sink, context, early = queue.popleft()
         self._busy = True
         self.hops += 1
         if is_call:
@@ -302,13 +333,23 @@ class Lane:
             return
         items = [payload]
         waiters = [(sink, context)]
+        earlies = None if early is None else [(0, early)]
         limit = self._max_coalesce
         while queue and not queue[0][0] and len(items) < limit:
-            _, item, sink, context = queue.popleft()
+            _, item, sink, context, early = queue.popleft()
+            if early is not None:
+                if earlies is None:
+                    earlies = []
+                earlies.append((len(items), early))
             items.append(item)
             waiters.append((sink, context))
         self.items += len(items)
-        self._io.run_then(self._finish_appends, waiters, self._write_many, items)
+        if earlies is None:
+            self._io.run_then(self._finish_appends, waiters, self._write_many, items)
+        else:
+            self._io.run_then(
+                self._finish_appends, waiters, _write_then_early, self._write_many, items, earlies
+            )
 
     def _finish_call(self, result: Any, d: defer.Deferred[Any]) -> None:
         self._busy = False

@@ -68,6 +68,14 @@ offsets from ``first_offset``; a Failure applies to all of them (partition -1
 when the record never reached a partition).
 """
 
+EarlyAnswer = Callable[[list[Any], int, int], None]
+"""``early_answer(tokens, partition, first_offset)``, offered by a token of
+`Appends.append_records` as its ``early_answer`` attribute (the first token of a
+partition's group speaks for the group): called on the I/O pool thread as soon as the
+group is stored, before ``reply`` runs on the reactor, so a front-end can answer
+without waiting for the hop back (docs/performance.md, "Latency (issue 21)"). It must
+be thread-safe and must not raise; ``reply`` still follows for every group."""
+
 _new_tuple: Callable[..., Any] = tuple.__new__
 
 
@@ -225,10 +233,12 @@ class Appends:
             except Exception:
                 reply(toks, key[1], Failure(), context)
                 continue
+            answer = getattr(toks[0], "early_answer", None)
             lane.append_to(
                 (payload, validated),
                 self._appended,
                 (key, len(payload), _records_appended, (toks, reply, context)),
+                None if answer is None else functools.partial(_records_early, answer, toks, key[1]),
             )
 
     def _refuse_keyless(
@@ -387,6 +397,13 @@ def _topic_codec(config: LogConfig) -> int | None:
     if kind == "producer":
         return None
     return codec_of("none" if kind == "uncompressed" else kind)
+
+
+def _records_early(answer: EarlyAnswer, tokens: list[Any], partition: int, result: Any) -> None:
+    """On the pool thread: hand a stored group's offsets to the front-end that offered to
+    answer from there; a refusal or a duplicate is answered on the reactor only."""
+    if result.error is None and not result.duplicate:
+        answer(tokens, partition, result[0])
 
 
 def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) -> None:

@@ -19,6 +19,7 @@ group commit, but a read waits for the writes before it and vice versa.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import Any
 
@@ -31,7 +32,7 @@ from zope.interface import implementer
 
 from rustka.broker.access import Access, Gate
 from rustka.broker.core import Broker
-from rustka.broker.eager_write import writer_for
+from rustka.broker.eager_write import EagerWriter, writer_for
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
 from rustka.errors import (
@@ -62,6 +63,16 @@ _SASL_OPS: frozenset[type] = frozenset({p.SaslAuthenticate, p.SaslContinue})
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
 )
+_frame_produced = p.RESPONSE_FRAMERS[p.Produced]
+_new_tuple: Any = tuple.__new__
+_NOTHING_MORE: tuple[bytes, ...] = ()
+
+
+class _ProduceSlot(Slot):
+    """A seed Produce's place, offering its connection's `BrokerProtocol._answer_early`
+    to the produce path (`rustka.broker.produce.EarlyAnswer`)."""
+
+    __slots__ = ("early_answer",)
 
 
 @implementer(interfaces.IPushProducer)
@@ -96,6 +107,12 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         # Where answers are written: the socket at once when the transport buffers
         # nothing (rustka.broker.eager_write), else the transport.
         self._out: Any = None
+        # Taken by the reactor around every write and pop of the queue, and by an I/O
+        # thread answering a produce itself (`_answer_early`): one writer at a time.
+        self._out_lock = threading.RLock()
+        self._early: Any = None
+        self.answered_early = 0
+        """Produce answers an I/O thread sent whole itself (for tests and admin views)."""
 
     # -- connection lifecycle ---------------------------------------------------
 
@@ -129,13 +146,16 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         # None while authorization is off: the request path then pays one test.
         self._access = access if access.enabled else None
         self._out = writer_for(self.transport)
+        if isinstance(self._out, EagerWriter):
+            self._early = self._answer_early
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
-        self._closed = True
+        with self._out_lock:
+            self._closed = True
+            self._queue.clear()
         self.setTimeout(None)
         self._cancel_stall_timer()
-        self._queue.clear()
         self._held.clear()
         if self._held_close is not None and not self._held_close.called:
             self._held_close.callback(None)
@@ -210,7 +230,15 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
                 self._respond_now(p.error_response(request, AuthenticationRequired(why)))
                 self.finish_and_close()
                 return
-        slot = self._queue.push()
+        if kind is p.Produce and self._early is not None:
+            slot = _ProduceSlot()
+            slot.request = None
+            slot.cost = 0
+            slot.parts = None
+            slot.early_answer = self._early
+            self._queue.append(slot)
+        else:
+            slot = self._queue.push()
         if len(self._queue) >= self.factory.config.max_in_flight_per_connection:
             self._pause_reading("in-flight")
         is_write = type(request) in WRITES
@@ -325,10 +353,12 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._closed:
             return
         # Produces reserve nothing, so their answers go straight into their slots: with no
-        # reservation to settle, that is all `ResponseQueue.answer` would do.
+        # reservation to settle, that is all `ResponseQueue.answer` would do. A slot an
+        # I/O thread answered already (`_answer_early`) keeps what it has.
         framers = p.RESPONSE_FRAMERS
         for slot, response in zip(slots, responses, strict=True):
-            slot.parts = framers[type(response)](response)
+            if slot.parts is None:
+                slot.parts = framers[type(response)](response)
         self._flush()
         if self._held:
             self._release_held()
@@ -373,10 +403,62 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._held:
             self._release_held()
 
+    def _answer_early(self, tokens: list[Any], partition: int, first: int) -> None:
+        """On an I/O thread, right after the write: send these produces' answers on the
+        socket now, when this connection's output is the thread's to take.
+
+        Twisted's transport is not thread-safe, so the thread writes only while the
+        reactor cannot: under ``_out_lock`` (the reactor takes it around every write
+        and every pop of the queue), with these slots at the head of the queue (every
+        answer before them already handed out, so order holds), and with nothing in
+        the transport's buffer (so nothing queued there can be overtaken), the
+        connection neither closed nor closing. Answers it sends whole leave the queue;
+        after a partial send the rest becomes the head slot's answer, which the reactor
+        writes before anything else; otherwise it does nothing and the reactor answers
+        as before. The reactor's `_produced` still runs for these slots (its bookkeeping)
+        and keeps what the thread set.
+        """
+        make = _new_tuple
+        produced = p.Produced
+        data = b"".join(
+            [
+                part
+                for i in range(len(tokens))
+                for part in _frame_produced(make(produced, (partition, first + i)))
+            ]
+        )
+        with self._out_lock:
+            queue = self._queue
+            if self._closed or queue.closing or len(queue) < len(tokens):
+                return
+            for i, slot in enumerate(tokens):
+                if queue[i] is not slot:
+                    return
+            t = self.transport
+            if t._tempDataLen or t.dataBuffer or t.disconnecting or not t.connected:
+                return
+            try:
+                # The writer's socket object: closed by the reactor, it raises EBADF.
+                sent = self._out._socket.send(data)
+            except OSError:
+                return
+            if not sent:
+                return
+            for slot in tokens:
+                slot.parts = _NOTHING_MORE
+            if sent < len(data):
+                tokens[0].parts = (data[sent:],)
+                return
+            popleft = queue.popleft
+            for _ in tokens:
+                popleft()
+            self.answered_early += len(tokens)
+
     def _flush(self) -> None:
         """Write the answers at the head of the queue; resume reading below the in-flight limit."""
         queue = self._queue
-        idle = queue.flush(self._out)
+        with self._out_lock:
+            idle = queue.flush(self._out)
         if "in-flight" in self._reading_paused_by and (
             len(queue) < self.factory.config.max_in_flight_per_connection // 2
         ):
@@ -442,7 +524,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             return defer.succeed(None)
         self._pause_reading("shutdown")
         self._held_close = defer.Deferred()
-        self._queue.close_after_answers(self.transport)
+        with self._out_lock:
+            self._queue.close_after_answers(self.transport)
         return self._held_close
 
     @property

@@ -544,3 +544,157 @@ async def test_answers_leave_on_the_socket_in_the_reactor_pass_that_makes_them(
     assert writer.sent_now > sent_before
     assert writer.handed_on == 0
     await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_io_thread_answers_a_stored_produce_itself_in_order(
+    broker: RunningBroker,
+) -> None:
+    """One produce at a time: the lane's thread sends the answer right after the write
+    (`BrokerProtocol._answer_early`), and the offsets come back in order."""
+    from tests.test_limits import server_side
+
+    c = await connect_raw(broker)
+    assert await c.ask(frame(b"\x09" + s("direct") + struct.pack("!I", 1))) != []
+    proto = await server_side(broker, c)
+    for i in range(30):
+        assert await c.ask(produce("direct", b"k", b"v%d" % i)) == [produced(0, i)]
+    # The answers went out from the thread (the reactor may take one over when it holds
+    # the connection's output at that moment).
+    assert proto.answered_early > 0
+    assert proto.pending == 0
+    await close(c)
+
+
+@pytest_twisted.ensureDeferred
+async def test_pipelined_answers_from_io_threads_and_the_reactor_never_interleave(
+    broker: RunningBroker,
+) -> None:
+    """Four real clients pipeline produces to four partitions with fetches and
+    metadata in between. Produce answers are sent by the lanes' threads where they own
+    the connection's output and by the reactor otherwise; fetches and metadata always by
+    the reactor. Each client gets every answer whole and in request order: offsets per
+    partition contiguous, each fetch the record it asked for."""
+    from tests.test_limits import server_side
+
+    admin = await connect_raw(broker)
+    await admin.ask(frame(b"\x09" + s("mixed") + struct.pack("!I", 4)))
+    clients = [await within(defer.ensureDeferred(broker.client())) for _ in range(4)]
+    keys = {}
+    for n in range(64):
+        key = b"key-%d" % n
+        keys.setdefault(partition_for_key(key, 4), key)
+        if len(keys) == 4:
+            break
+    rounds = 6
+    per_round = 50
+    offsets: dict[tuple[int, int], list[int]] = {}
+    for _ in range(rounds):
+        pending = []
+        for ci, c in enumerate(clients):
+            for i in range(per_round):
+                part = (ci + i) % 4
+                pending.append((ci, "p", part, c.produce("mixed", keys[part], b"%d-%d" % (ci, i))))
+                if i % 7 == 6:
+                    pending.append((ci, "f", part, c.fetch("mixed", part, 0)))
+                if i % 17 == 16:
+                    pending.append((ci, "m", part, c.metadata(["mixed"])))
+        results = await within(defer.gatherResults([d for *_, d in pending]))
+        for (ci, kind, part, _), result in zip(pending, results, strict=True):
+            if kind == "p":
+                assert result[0] == part
+                offsets.setdefault((ci, part), []).append(result[1])
+            elif kind == "f":
+                assert result is not None and result.offset == 0 and result.key == keys[part]
+            else:
+                assert [t.name for t in result] == ["mixed"]
+    for part in range(4):
+        mine = [offsets[(ci, part)] for ci in range(4)]
+        # Each client's produces to a partition were stored in the order it sent them...
+        assert all(o == sorted(o) for o in mine)
+        # ...and together they are every offset of the partition exactly once.
+        together = sorted(o for each in mine for o in each)
+        assert together == list(range(len(together)))
+    assert sum(len(o) for o in offsets.values()) == rounds * per_round * len(clients)
+    protos = [await server_side(broker, c) for c in clients]
+    early = sum(proto.answered_early for proto in protos)
+    reactor_written = sum(proto._out.sent_now + proto._out.handed_on for proto in protos)
+    assert early > 0, "no produce was answered by a lane's thread"
+    assert reactor_written > 0
+    for c in clients:
+        await within(c.close())
+    await close(admin)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_reader_that_stops_reading_still_pauses_with_answers_from_io_threads(
+    broker_factory: Any,
+) -> None:
+    """A client pipelines produces and 16 KiB fetches and reads nothing: the lanes'
+    threads send while the kernel takes the answers, then the transport buffers the
+    rest and pauses the connection; once the client reads, every answer arrives in
+    order."""
+    from tests.test_limits import reactor_turns, server_side
+
+    running = await broker_factory(idle_timeout_ms=120_000, flush="never")
+    reader = None
+    try:
+        admin = await connect_raw(running)
+        await admin.ask(frame(b"\x09" + s("slow") + struct.pack("!I", 1)))
+        value = bytes(range(256)) * 64
+        await admin.ask(produce("slow", b"k", value))
+        reader = await connect_unread_after(running, frame(b"\x0b"))
+        proto = await server_side(running, reader)
+        proto.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        pairs = 120
+        reader.transport.write((produce("slow", b"k", b"small") + fetch("slow", 0, 0)) * pairs)
+        await reactor_turns(lambda: "output" in proto.reading_paused)
+        assert _queued_in_transport(proto.transport) > 0
+        reader.transport.resumeProducing()
+        [groups, *answers] = await reader.expect(1 + 2 * pairs)
+        assert groups == b"\x0c" + struct.pack("!I", 0)
+        expected = []
+        for i in range(pairs):
+            expected += [produced(0, 1 + i), record(0, b"k", value)]
+        assert answers == expected
+        assert proto.reading_paused == frozenset()
+        await close(admin)
+    finally:
+        if reader is not None:
+            reader.transport.abortConnection()
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_connection_reset_while_its_produces_are_answered(broker: RunningBroker) -> None:
+    """A client pipelines produces and resets the connection before reading: whichever
+    thread is answering finds it gone, the connection goes, nothing is stuck, and the
+    next client's produces land after every record stored."""
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+
+    admin = await connect_raw(broker)
+    await admin.ask(frame(b"\x09" + s("reset") + struct.pack("!I", 1)))
+    for attempt in range(5):
+        proto = RawClient()
+        await connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", broker.port), proto)
+        proto.transport.write(b"".join(produce("reset", b"k", b"v") for _ in range(200)))
+        proto.transport.socket.setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
+        if attempt % 2:
+            await within(proto.expect(1))
+        proto.transport.abortConnection()
+        await within(proto.lost)
+    from tests.test_limits import reactor_turns
+
+    await reactor_turns(lambda: len(broker.factory.connections) == 1)
+    # Whatever of the reset clients' produces was stored, the offsets stay contiguous.
+    [answer] = await admin.ask(produce("reset", b"k", b"after"))
+    (offset,) = struct.unpack("!Q", answer[5:13])
+    [last] = await admin.ask(fetch("reset", 0, offset))
+    assert last == record(offset, b"k", b"after")
+    if offset:
+        [before] = await admin.ask(fetch("reset", 0, offset - 1))
+        assert before == record(offset - 1, b"k", b"v")
+    await close(admin)
