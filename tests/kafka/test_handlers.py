@@ -244,6 +244,124 @@ async def test_fetch_serves_stored_batches_with_bounds_and_out_of_range(
         await k.close()
 
 
+def fetch_body(
+    positions: list[tuple[str, int, int]], max_bytes: int, max_wait_ms: int = 0
+) -> dict[str, Any]:
+    """A Fetch of ``(topic, partition, offset)`` in this order, 1 MiB per partition."""
+    topics: list[dict[str, Any]] = []
+    for topic, partition, offset in positions:
+        if not topics or topics[-1]["topic"] != topic:
+            topics.append({"topic": topic, "partitions": []})
+        topics[-1]["partitions"].append(
+            {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+        )
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "topics": topics,
+    }
+
+
+def fetched(answer: dict[str, Any]) -> list[tuple[str, int, int, int, bytes]]:
+    """(topic, partition, error, high watermark, records) in the answer's order."""
+    return [
+        (
+            t["topic"],
+            p["partition_index"],
+            p["error_code"],
+            p["high_watermark"],
+            bytes(p["records"]),
+        )
+        for t in answer["responses"]
+        for p in t["partitions"]
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_fetch_of_many_partitions_shares_its_budget_and_answers_errors_in_place(
+    broker: RunningBroker,
+) -> None:
+    """One Fetch over four partitions, an unknown topic and another topic: the response's
+    max_bytes is shared in request order (the first partition takes its two batches,
+    later ones whose batch is over what is left get none), each error in its place."""
+    core = broker.broker
+    await within(core.create_topic("mp", 4))
+    await within(core.create_topic("mq", 1))
+    k = await kafka(broker)
+    try:
+        sent = [
+            [encode_batch([Record(b"k", b"%d-%d" % (p, n) * 50)]) for n in range(2)]
+            for p in range(5)
+        ]
+        for p, batches in enumerate(sent):
+            for b in batches:
+                where = ("mp", p) if p < 4 else ("mq", 0)
+                await k.request(PRODUCE, produce_body({where: b}))
+        size = len(sent[0][0])
+        positions = [
+            ("mp", 0, 0),
+            ("mp", 1, 9),
+            ("mp", 2, 0),
+            ("mp", 3, 2),
+            ("nope", 0, 0),
+            ("mq", 0, 0),
+        ]
+        answer = await k.request(FETCH, fetch_body(positions, 2 * size + size // 2))
+        got = fetched(answer)
+        assert [(t, p, e, hw) for t, p, e, hw, _ in got] == [
+            ("mp", 0, 0, 2),
+            ("mp", 1, 1, 2),  # OFFSET_OUT_OF_RANGE, with the bounds
+            ("mp", 2, 0, 2),
+            ("mp", 3, 0, 2),
+            ("nope", 0, 3, -1),  # UNKNOWN_TOPIC_OR_PARTITION
+            ("mq", 0, 0, 2),
+        ]
+        served = got[0][4]
+        batches, _ = scan_batches(served)
+        assert [h.base_offset for _, h in batches] == [0, 1] and len(served) == 2 * size
+        assert [records for *_, records in got[1:]] == [b""] * 5
+        # With room for everything, every partition with data is served in the one answer.
+        answer = await k.request(FETCH, fetch_body([("mp", p, 0) for p in range(4)], 1 << 20))
+        assert [len(records) for *_, records in fetched(answer)] == [2 * size] * 4
+    finally:
+        await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_long_poll_over_many_partitions_reads_nothing_until_one_has_data(
+    broker: RunningBroker,
+) -> None:
+    """A Fetch at the high watermark of every partition parks without a pool job (there is
+    nothing to read), and is answered with the record produced to one of them meanwhile."""
+    from twisted.internet import reactor, task
+
+    core = broker.broker
+    await within(core.create_topic("lp", 8))
+    consumer, producer = await kafka(broker), await kafka(broker)
+    try:
+        before = core.io.submitted
+        waiting = consumer.request(
+            FETCH, fetch_body([("lp", p, 0) for p in range(8)], 1 << 20, max_wait_ms=10_000)
+        )
+        for _ in range(2000):
+            if len(core.waiters):
+                break
+            await task.deferLater(reactor, 0, lambda: None)
+        assert len(core.waiters) == 1 and not waiting.called
+        assert core.io.submitted == before
+        record = encode_batch([Record(b"k", b"woken")])
+        await producer.request(PRODUCE, produce_body({("lp", 5): record}))
+        got = fetched(await within(waiting))
+        assert [(p, e, hw) for _, p, e, hw, _ in got] == [(p, 0, int(p == 5)) for p in range(8)]
+        assert [records != b"" for *_, records in got] == [p == 5 for p in range(8)]
+        assert [r.value for r in decode_records(got[5][4])] == [b"woken"]
+    finally:
+        await consumer.close()
+        await producer.close()
+
+
 # -- Produce validation, rule by rule (docs/kafka.md) -------------------------------
 
 TS = 1_700_000_000_000
