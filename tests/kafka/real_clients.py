@@ -20,9 +20,16 @@ _RDKAFKA_QUICK = {"socket.timeout.ms": 10000, "message.timeout.ms": 15000}
 
 
 def confluent_produce(
-    bootstrap: str, topic: str, records: list[Record], partition: int = 0, **conf: Any
+    bootstrap: str,
+    topic: str,
+    records: list[Record],
+    partition: int = 0,
+    *,
+    spread: int = 1,
+    **conf: Any,
 ) -> list[tuple[int, int]]:
-    """Produce with confluent-kafka; return (partition, offset) per delivered record."""
+    """Produce with confluent-kafka, record i to partition ``partition + i % spread``;
+    return (partition, offset) per delivered record."""
     from confluent_kafka import Producer
 
     settings = {"bootstrap.servers": bootstrap, **_RDKAFKA_QUICK, **conf}
@@ -36,8 +43,9 @@ def confluent_produce(
         else:
             delivered.append((msg.partition(), msg.offset()))
 
-    for key, value in records:
-        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=report)
+    for i, (key, value) in enumerate(records):
+        where = partition + i % spread
+        producer.produce(topic, value=value, key=key, partition=where, on_delivery=report)
     left = producer.flush(30)
     if left or failures:
         raise AssertionError(f"confluent-kafka: {left} undelivered, errors {failures[:3]}")
@@ -70,6 +78,38 @@ def confluent_read(
             if msg.error():
                 raise AssertionError(f"confluent-kafka consumer: {msg.error()}")
             out.append((msg.offset(), msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def confluent_read_all(
+    bootstrap: str, topic: str, partitions: int, count: int, **conf: Any
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """Read ``count`` records from every partition of ``topic`` at once, by assignment
+    from offset 0, with confluent-kafka (one Fetch asks for all of them); returns
+    (partition, offset, key, value) in the order they were consumed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "rustka-test-assign",
+            "enable.auto.commit": False,
+            **{k: v for k, v in _RDKAFKA_QUICK.items() if k != "message.timeout.ms"},
+            **conf,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[tuple[int, int, bytes | None, bytes | None]] = []
+        polls = 0
+        while len(out) < count and polls < 600:
+            polls += 1
+            for msg in consumer.consume(1000, 0.2):
+                if msg.error():
+                    raise AssertionError(f"confluent-kafka consumer: {msg.error()}")
+                out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
         return out
     finally:
         consumer.close()

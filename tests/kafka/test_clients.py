@@ -81,6 +81,35 @@ async def test_produce_then_read_back_by_assignment(
         assert [o for o, _, _ in got] == list(range(20))
 
 
+@pytest.mark.parametrize(
+    "budget",
+    [
+        {},
+        # Budgets smaller than a batch: each Fetch serves the first partition with data
+        # one whole batch and the others nothing, so a consumer still goes through all.
+        {"fetch.max.bytes": 1000, "max.partition.fetch.bytes": 100, "message.max.bytes": 1000},
+    ],
+    ids=["defaults", "tight"],
+)
+@pytest_twisted.ensureDeferred
+async def test_confluent_consumes_64_partitions_every_record_once_in_order(
+    broker: RunningBroker, budget: dict[str, Any]
+) -> None:
+    """librdkafka fetches every assigned partition in one Fetch (K6's shape): every
+    record comes once, each partition's in offset order, as stored."""
+    await within(broker.broker.create_topic("wide", 64))
+    sent = records(64 * 30, "wide")
+    delivered = await in_thread(rc.confluent_produce, broker.address, "wide", sent, spread=64)
+    assert sorted(delivered) == [(p, o) for p in range(64) for o in range(30)]
+    got = await in_thread(rc.confluent_read_all, broker.address, "wide", 64, len(sent), **budget)
+    assert len(got) == len(sent)
+    for p in range(64):
+        mine = [(o, k, v) for q, o, k, v in got if q == p]
+        assert [o for o, _, _ in mine] == list(range(30)), p
+        # Record i went to partition i % 64, so offset o of p is record p + 64 * o.
+        assert [(k, v) for _, k, v in mine] == sent[p::64], p
+
+
 @pytest_twisted.ensureDeferred
 async def test_kcat_produces_with_every_codec_and_native_reads_it(broker: RunningBroker) -> None:
     lines = [f"line {i}" for i in range(10)]
