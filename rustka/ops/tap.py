@@ -36,6 +36,7 @@ from rustka.broker.service import BrokerService
 from rustka.config import Config, ConfigError
 from rustka.kafka.server import KafkaFactory
 from rustka.native.server import BrokerFactory
+from rustka.ops import lean_poll
 from rustka.ops.listeners import Listener, SecuredFactory, effective_backlog
 from rustka.ops.protocol_switch import ProtocolSwitchFactory
 from rustka.security.audit import audit, authenticated
@@ -166,6 +167,8 @@ def build_service(
         from twisted.internet import reactor as default_reactor
 
         reactor = default_reactor
+    # No logging context per I/O event on the epoll reactor (rustka.ops.lean_poll).
+    lean_poll.install(reactor)
     top = BrokerTree(config, reactor, stop_reactor_on_failure)
     backlog = effective_backlog(config.backlog)
     top.broker_service.setServiceParent(top)
