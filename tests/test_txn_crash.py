@@ -17,11 +17,25 @@ from tests.conftest import start_broker
 from tools.txn_crash import GROUP, PARTITIONS, TOPIC, TXN_ID, run_child
 
 # Steps of the child's transaction: transaction-log writes (Empty, Ongoing with the
-# partitions, with the group, with the staged offsets, PrepareCommit), three markers.
-# CompleteCommit is not on the commit's path: it is written later (with the id's next
-# record, the next pass or at shutdown), so the child, killed or not, never writes it.
+# partitions, with the group, with the staged offsets, PrepareCommit), three markers,
+# CompleteCommit (fsynced after the answer, before the id's next request is served).
 PREPARED_AT = 5
-STEPS = 8
+STEPS = 9
+# With a second transaction straight after: its Ongoing record is the tenth step.
+NEXT_STEPS = 10
+
+
+def batches(plog: object) -> list[tuple[int, bool, int | None]]:
+    """(offset, is a control batch, its marker type) of every batch of the log."""
+    out = []
+    offset = plog.log_start_offset  # type: ignore[attr-defined]
+    while offset < plog.end_offset:  # type: ignore[attr-defined]
+        data = plog.read(offset, 1)  # type: ignore[attr-defined]
+        header = parse_header(data)
+        control = bool(header.attributes & 0x20)
+        out.append((header.base_offset, control, marker_type(data) if control else None))
+        offset = header.next_offset
+    return out
 
 
 def markers(plog: object) -> list[int | None]:
@@ -83,3 +97,63 @@ async def test_sigkill_at_each_commit_step_ends_the_transaction_everywhere_alike
         finally:
             await running.stop()
     print(outcomes)
+
+
+async def wait_settled(core: object) -> object:
+    from twisted.internet import reactor
+
+    meta = None
+    for _ in range(100):
+        meta = core.transactions.describe(TXN_ID)  # type: ignore[attr-defined]
+        if meta is not None and meta.state in (
+            TxnState.COMPLETE_COMMIT,
+            TxnState.COMPLETE_ABORT,
+            TxnState.EMPTY,
+        ):
+            return meta
+        await task.deferLater(reactor, 0.05, lambda: None)
+    raise AssertionError(f"the transaction never ended: {meta}")
+
+
+@pytest_twisted.ensureDeferred
+async def test_sigkill_while_the_next_transaction_starts_never_commits_it(
+    tmp_path: Path,
+) -> None:
+    """The producer commits and goes straight on with a second transaction on every
+    partition. Killed after any step from PrepareCommit on, or once the second
+    transaction's records are appended: the first is committed everywhere with its
+    offsets, the second never committed anywhere (the restart rolls the first
+    forward with markers of the same epoch, so it must not find the second's records
+    behind a Prepare record: Complete is durable before they may be written)."""
+    _, out = run_child(tmp_path / "whole", None, then_next=True)
+    match = re.search(r"committed (\d+)", out)
+    assert match and int(match.group(1)) == NEXT_STEPS, out
+    for step in [*range(PREPARED_AT, NEXT_STEPS + 1), 0]:
+        data_dir = tmp_path / f"next-die-after-{step}"
+        killed, _out = run_child(data_dir, step, then_next=True)
+        assert killed, step
+        running = await start_broker(data_dir, flush="never", transaction_abort_interval_ms=100)
+        try:
+            core = running.broker
+            await wait_settled(core)
+            for p in range(PARTITIONS):
+                plog = core.partition(TOPIC, p)
+                assert plog.open_transactions() == {}, (step, p)
+                found = batches(plog)
+                # The first transaction's records end with a commit; whatever data
+                # follows (the second's) ends with an abort. A marker with no records
+                # before it (a roll-forward writing one again) changes nothing.
+                ends, pending, marked = [], False, 0
+                for _offset, control, kind in found:
+                    if not control:
+                        pending = True
+                    elif pending:
+                        ends.append(kind)
+                        pending = False
+                    marked += control
+                assert marked and not pending, (step, p, found)
+                assert ends[:1] == [COMMIT] and set(ends[1:]) <= {ABORT}, (step, p, found)
+                assert found[-1][2] is not None, (step, p, found)
+            assert core.committed_offsets(GROUP) == {(TOPIC, 0): 2}, step
+        finally:
+            await running.stop()

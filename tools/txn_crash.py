@@ -4,7 +4,8 @@ A transaction spans three partitions and a group's offsets. Its commit is a
 sequence of durable steps (docs/kafka.md, "Transactions"): the coordinator's
 records in ``__transactions/`` (Empty, Ongoing as partitions and the group are
 added, the staged offsets, PrepareCommit), a marker on each partition, the
-offsets (CompleteCommit comes later, off the commit's path). The child
+offsets, then CompleteCommit (after the answer, before the producer's next
+transaction may write). The child
 (``python -m tools.txn_crash child DIR --die-after N``) runs a real broker
 core in its own reactor and kills itself with SIGKILL right after the Nth of
 those steps (a transaction-log write or a marker append) completes. Whatever
@@ -57,8 +58,12 @@ def settings(data_dir: Path) -> dict[str, Any]:
     }
 
 
-def child(data_dir: Path, die_after: int | None) -> int:
-    """Run one transaction to its commit, dying right after step ``die_after``."""
+def child(data_dir: Path, die_after: int | None, then_next: bool = False) -> int:
+    """Run one transaction to its commit, dying right after step ``die_after``.
+
+    With ``then_next`` the producer goes straight on with a second transaction,
+    writing to every partition, as a stream processor does; ``die_after`` 0
+    then means dying once those records are appended."""
     from twisted.internet import defer, reactor
 
     from rustka.config import Config
@@ -99,6 +104,13 @@ def child(data_dir: Path, die_after: int | None) -> int:
             await core.append(TOPIC, p, batch, auto_create=False, transactional_id=TXN_ID)
         await txn.txn_offset_commit(TXN_ID, pid, epoch, GROUP, {(TOPIC, 0): (2, "")})
         await txn.end_transaction(TXN_ID, pid, epoch, True)
+        if then_next:
+            await txn.add_partitions(TXN_ID, pid, epoch, keys)
+            for p in range(PARTITIONS):
+                batch = _txn_batch(pid, epoch, 2, f"next-p{p}")
+                await core.append(TOPIC, p, batch, auto_create=False, transactional_id=TXN_ID)
+            if die_after == 0:
+                os.kill(os.getpid(), signal.SIGKILL)
         await txn.settled(TXN_ID)
         print(f"{DONE} {steps}", flush=True)
 
@@ -116,11 +128,13 @@ def child(data_dir: Path, die_after: int | None) -> int:
     return 0
 
 
-def run_child(data_dir: Path, die_after: int | None) -> tuple[bool, str]:
+def run_child(data_dir: Path, die_after: int | None, then_next: bool = False) -> tuple[bool, str]:
     """One child run; (killed by SIGKILL, its stdout)."""
     cmd = [sys.executable, "-m", "tools.txn_crash", "child", str(data_dir)]
     if die_after is not None:
         cmd += ["--die-after", str(die_after)]
+    if then_next:
+        cmd.append("--then-next")
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=120)
     if READY not in proc.stdout:
@@ -136,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("child")
     c.add_argument("data_dir", type=Path)
     c.add_argument("--die-after", type=int, default=None)
+    c.add_argument("--then-next", action="store_true")
     args = ap.parse_args(argv)
     if args.mode == "child":
-        return child(args.data_dir, args.die_after)
+        return child(args.data_dir, args.die_after, args.then_next)
     ap.print_help()
     return 2
 

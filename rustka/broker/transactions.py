@@ -5,15 +5,15 @@ producer id and epoch, timeout, state (Kafka's Empty, Ongoing, PrepareCommit,
 PrepareAbort, CompleteCommit, CompleteAbort, Dead), the partitions its
 transaction added and the offsets TxnOffsetCommit staged. Requests of one id
 run one at a time (a lock per id); every new state is written to the
-transaction log and fsynced, on the I/O pool, before the coordinator acts on
-it or answers, so:
+transaction log on the I/O pool ("Durability" says which are fsynced first), so:
 
 - EndTxn writes PrepareCommit (or PrepareAbort) and answers once it is
   durable, as Kafka's coordinator does; then, still holding the id's lock (so
-  the producer's next request waits for it), a marker goes to every partition
-  of the transaction (each on its partition's lane, after the batches queued
-  before it), then the staged offsets (commit only), then CompleteCommit
-  (CompleteAbort). `settled` fires once that is done.
+  the producer's next request waits for it, while the producer queues that
+  transaction's records), a marker goes to every partition of the transaction
+  (each on its partition's lane, after the batches queued before it), then the
+  staged offsets (commit only), then CompleteCommit (CompleteAbort), fsynced.
+  `settled` fires once that is done.
 - InitProducerId with the id of an open transaction fences the old producer:
   the epoch is bumped and the transaction aborted with markers of the new
   epoch, so the old producer's batches and markers are refused from then on.
@@ -23,21 +23,22 @@ it or answers, so:
   rolled forward: its markers are written again (a second marker changes
   nothing, `PartitionLog.append_marker`) and the transaction completed.
 
-Durability. The states a crash must not lose are fsynced before they are acted
-on or answered: a new producer id or epoch (else a fenced zombie would be let back
-in) and PrepareCommit or PrepareAbort (the decision; it carries every partition,
-group and staged offset of the transaction). The others are written without an
-fsync: Ongoing as partitions and groups are added and the offsets TxnOffsetCommit
-stages (answered as soon as they are the current state, the write following under
-the id's lock), and CompleteCommit/CompleteAbort (written with the id's next
-record, by the next pass, or at shutdown, so the producer's next transaction does
-not wait for it). The log is one file, so each fsync makes every record before it
-durable, and a clean shutdown leaves it whole. After a crash the log's Ongoing
-states may lack what was answered after its last fsync, so `load` aborts every
-open transaction with its producer's epoch bumped, adding the partitions whose
-producer state holds the producer's records open: no transaction a crash cut
-short can be committed in part. A lost Complete leaves the Prepare state, which
-the restart rolls forward again (markers again, the same offsets again).
+Durability. Fsynced before the coordinator acts on them or answers: a new
+producer id or epoch (else a fenced zombie would be let back in), PrepareCommit
+or PrepareAbort (the decision; it carries every partition, group and staged
+offset of the transaction), and CompleteCommit or CompleteAbort once every
+marker is durable. Complete must be durable before the producer's next
+transaction writes anything: a Prepare record left last in the log is rolled
+forward with markers of the same producer id and epoch, which would also end
+that next transaction's records in the partition. The rest is written without
+an fsync, answered as soon as it is the id's current state (the write follows
+under the id's lock): Ongoing as partitions and groups are added, and the
+offsets TxnOffsetCommit stages. The log is one file, so each fsync makes every
+record before it durable, and a clean shutdown leaves it whole. After a crash
+the log's Ongoing states may lack what was answered after its last fsync, so
+`load` aborts every open transaction with its producer's epoch bumped, adding
+the partitions whose producer state holds the producer's records open: no
+transaction a crash cut short can be committed in part.
 
 Produce calls `verify` for every transactional batch: the id must be this
 producer's, with its current epoch, in an Ongoing transaction that added the
@@ -143,8 +144,6 @@ class TransactionCoordinator:
         self._loop: task.LoopingCall | None = None
         # Ids whose current (Complete) state is not in the log yet.
         self._unsaved: set[str] = set()
-        # Decisions answered whose markers are not all durable yet (`_decided`).
-        self._settling: dict[str, _Settling] = {}
         # The (producer id, epoch) each id had before its last bump that named them
         # (InitProducerId v3+), so a retry of that bump is answered, not fenced.
         self._last_bump: dict[str, tuple[int, int]] = {}
@@ -255,9 +254,6 @@ class TransactionCoordinator:
     def _pass(self) -> defer.Deferred[None]:
         """Abort expired transactions and retry completions a failure left prepared."""
         now = _now(self.reactor)
-        for settling in list(self._settling.values()):
-            if settling.failure is not None and not settling.running:
-                self._carry_out(settling)
         jobs = [self._locked(tid, self._save, tid) for tid in sorted(self._unsaved)]
         for meta in list(self._meta.values()):
             if meta.state in PREPARING:
@@ -276,20 +272,15 @@ class TransactionCoordinator:
     # -- views -------------------------------------------------------------------
 
     def transactions(self) -> list[TxnMetadata]:
-        """Every transactional id's metadata (admin views), as `describe` gives it."""
-        return [m for tid in sorted(self._meta) if (m := self.describe(tid)) is not None]
+        """Every transactional id's metadata (admin views)."""
+        return sorted(self._meta.values(), key=lambda m: m.transactional_id)
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
-        """The id's metadata; Prepare* while its markers are still being written."""
-        settling = self._settling.get(transactional_id)
-        if settling is not None:
-            return settling.prepared
         return self._meta.get(transactional_id)
 
     def open_count(self) -> int:
         """Transactions open or being completed (metrics)."""
-        ongoing = sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
-        return ongoing + len(self._settling)
+        return sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -305,9 +296,6 @@ class TransactionCoordinator:
         if store is None:
             raise InvalidTxnState("the transaction coordinator is still loading")
 
-        after = self._write_after_settling(meta.transactional_id)
-        if after is not None:
-            return after.addCallback(lambda _: self._write(meta, durable))
         self._unsaved.discard(meta.transactional_id)
 
         def done(_: None) -> TxnMetadata:
@@ -557,20 +545,18 @@ class TransactionCoordinator:
 
     def settled(self, transactional_id: str) -> defer.Deferred[None]:
         """Fires once everything queued for the id so far (a completion) has run."""
-
-        def queued() -> defer.Deferred[None] | None:
-            settling = self._settling.get(transactional_id)
-            return None if settling is None else settling.finished()
-
-        return self._locked(transactional_id, queued)
+        return self._locked(transactional_id, lambda: None)
 
     @defer.inlineCallbacks
     def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Any:
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state == ONGOING:
             prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-            prepared = yield self._write(meta.but(state=prepare, last_update_ms=_now(self.reactor)))
-            self._decided(prepared)
+            yield self._write(meta.but(state=prepare, last_update_ms=_now(self.reactor)))
+            # First in the lock's queue, before any later request of this id.
+            self._locked(transactional_id, self._settle, transactional_id, commit).addErrback(
+                self._logged, "completing a transaction"
+            )
             return None
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state == done:
@@ -580,50 +566,19 @@ class TransactionCoordinator:
             f"{meta.state.kafka_name}"
         )
 
-    def _decided(self, prepared: TxnMetadata) -> None:
-        """Carry out a decision EndTxn made durable, without holding the id's lock.
-
-        The markers are handed to their partitions' lanes now, so they come before any
-        batch of the producer's next transaction, and the id is Complete from here on:
-        that transaction may start at once. What must wait is the log: no later record
-        of the id may replace the Prepare one before every marker is durable (a crash
-        would lose the decision), so `_write` waits for `_Settling` ("Durability")."""
-        tid = prepared.transactional_id
-        settling = _Settling(prepared)
-        self._settling[tid] = settling
-        self._meta[tid] = _completed(prepared, _now(self.reactor))
-        self._unsaved.add(tid)
-        self._carry_out(settling)
-
-    def _carry_out(self, settling: _Settling) -> None:
-        prepared = settling.prepared
-        commit = prepared.state == TxnState.PREPARE_COMMIT
-
-        def done(_: object) -> None:
-            self._settling.pop(prepared.transactional_id, None)
-            if commit:
-                self.outcomes.committed += 1
-            else:
-                self.outcomes.aborted += 1
-            settling.succeeded()
-
-        def failed(failure: Failure) -> None:
-            self._logged(failure, "completing a transaction")
-            settling.failed(failure)
-
-        settling.attempts += 1
-        settling.running = True
-        self._markers_and_offsets(prepared).addCallbacks(done, failed)
-
-    def _write_after_settling(self, tid: str) -> defer.Deferred[None] | None:
-        """None, or what fires once the id's last decision is carried out (retried
-        first if it failed)."""
-        settling = self._settling.get(tid)
-        if settling is None:
+    @defer.inlineCallbacks
+    def _settle(self, transactional_id: str, commit: bool) -> Any:
+        """The markers, offsets and completion of a decision EndTxn made durable, while
+        the producer queues its next transaction's records."""
+        meta = self._meta[transactional_id]
+        if meta.state not in PREPARING:
             return None
-        if settling.failure is not None and not settling.running:
-            self._carry_out(settling)
-        return settling.finished()
+        yield self._finish(meta)
+        if commit:
+            self.outcomes.committed += 1
+        else:
+            self.outcomes.aborted += 1
+        return None
 
     @defer.inlineCallbacks
     def _complete(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> Any:
@@ -666,9 +621,14 @@ class TransactionCoordinator:
 
     @defer.inlineCallbacks
     def _finish(self, meta: TxnMetadata) -> Any:
-        """Carry out a prepared decision holding the id's lock (roll-forward, fencing)."""
+        """Carry out a prepared decision, holding the id's lock.
+
+        Complete is fsynced once every marker is durable, before the id's next
+        request: a Prepare record still last in the log after a crash is rolled
+        forward with markers of the same producer epoch, which would end a later
+        transaction's records in the partition as well ("Durability")."""
         yield self._markers_and_offsets(meta)
-        done = yield self._write(_completed(meta, _now(self.reactor)), durable=False)
+        done = yield self._write(_completed(meta, _now(self.reactor)))
         return done
 
     def _save(self, transactional_id: str) -> defer.Deferred[Any]:
@@ -677,10 +637,9 @@ class TransactionCoordinator:
         return self._write(self._meta[transactional_id], durable=False)
 
     def unsaved(self) -> list[TxnMetadata]:
-        """Completed states not in the log yet, for the core to write before it closes it;
-        a decision whose markers could not all be written keeps its Prepare record, for
-        the restart to roll forward."""
-        states = [self._meta[tid] for tid in sorted(self._unsaved) if tid not in self._settling]
+        """States the log could not take when they became current, for the core to
+        write before it closes the log."""
+        states = [self._meta[tid] for tid in sorted(self._unsaved)]
         self._unsaved.clear()
         return states
 
@@ -768,12 +727,7 @@ class TransactionCoordinator:
     ) -> defer.Deferred[str | None]:
         meta = self._meta.get(transactional_id)
         store = self._store
-        if (
-            meta is None
-            or store is None
-            or transactional_id in self._settling
-            or not _idle(meta, now_ms, expiration_ms)
-        ):
+        if meta is None or store is None or not _idle(meta, now_ms, expiration_ms):
             return defer.succeed(None)
         self._unsaved.discard(transactional_id)
 
@@ -860,32 +814,3 @@ def _completed(prepared: TxnMetadata, now: int) -> TxnMetadata:
         partitions=frozenset(),
         offsets={},
     )
-
-
-class _Settling:
-    """A decision being carried out: its attempts, its last failure, who waits for it."""
-
-    def __init__(self, prepared: TxnMetadata) -> None:
-        self.prepared = prepared
-        self.attempts = 0
-        self.running = True
-        self.failure: Failure | None = None
-        self._waiting: list[defer.Deferred[None]] = []
-
-    def finished(self) -> defer.Deferred[None]:
-        """Fires when the current attempt succeeds; fails with it if it fails."""
-        d: defer.Deferred[None] = defer.Deferred()
-        self._waiting.append(d)
-        return d
-
-    def succeeded(self) -> None:
-        self.running, self.failure = False, None
-        waiting, self._waiting = self._waiting, []
-        for d in waiting:
-            d.callback(None)
-
-    def failed(self, failure: Failure) -> None:
-        self.running, self.failure = False, failure
-        waiting, self._waiting = self._waiting, []
-        for d in waiting:
-            d.errback(failure)

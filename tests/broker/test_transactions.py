@@ -314,11 +314,13 @@ async def test_a_crash_that_lost_the_ongoing_record_still_aborts_the_partitions(
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_next_transaction_starts_while_the_markers_are_written(data_dir: Path) -> None:
-    """EndTxn is answered once PrepareCommit is durable; the producer's next transaction
-    may then add partitions and write at once. Its batches queue behind the markers on
-    the partition's lane, and no later record of the id replaces PrepareCommit in the
-    log before every marker is durable (a crash then still rolls the commit forward)."""
+async def test_the_next_transaction_waits_for_the_markers_and_a_durable_complete(
+    data_dir: Path,
+) -> None:
+    """EndTxn is answered once PrepareCommit is durable; the producer's next request
+    waits until every marker is written and CompleteCommit replaced PrepareCommit in
+    the log (a Prepare record left last would be rolled forward with markers of the
+    same epoch, which would end the next transaction's records too)."""
     import threading
 
     running = await start_broker(data_dir)
@@ -335,20 +337,21 @@ async def test_the_next_transaction_starts_while_the_markers_are_written(data_di
         # Hold the partition's lane, so the commit marker cannot be written yet.
         held = core.lanes.lane("t", 0).submit(release.wait, 30)
         await within(txn.end_transaction("a", pid, epoch, True))
-        assert txn.describe("a").state == TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
-        await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
-        appended = core.append("t", 0, txn_batch(pid, 2), auto_create=False, transactional_id="a")
         assert core.txn_log.entries()["a"].state == TxnState.PREPARE_COMMIT
-        assert not appended.called
+        added = txn.add_partitions("a", pid, epoch, [("t", 0)])
+        assert not added.called
         release.set()
         await within(held)
-        await within(appended)
+        await within(added)
+        assert core.txn_log.entries()["a"].state in (TxnState.COMPLETE_COMMIT, TxnState.ONGOING)
+        await within(
+            core.append("t", 0, txn_batch(pid, 2), auto_create=False, transactional_id="a")
+        )
         await within(txn.settled("a"))
         plog = core.partition("t", 0)
         assert markers(plog) == [(2, COMMIT)]  # the second transaction's batch follows it
         assert plog.open_transactions() == {pid: 3}
         assert core.txn_log.entries()["a"].state == TxnState.ONGOING
-        assert txn.describe("a").state == TxnState.ONGOING  # type: ignore[union-attr]
         assert txn.outcomes.committed == 1
     finally:
         release.set()
