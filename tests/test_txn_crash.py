@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest_twisted
-from twisted.internet import task
 
 from rustka.record.batch import parse_header
 from rustka.record.control import ABORT, COMMIT, marker_type
-from rustka.storage.txn_log import TxnState
-from tests.conftest import start_broker
+from rustka.storage.txn_log import TxnMetadata, TxnState
+from tests.conftest import start_broker, within
 from tools.txn_crash import GROUP, PARTITIONS, TOPIC, TXN_ID, run_child
 
 # Steps of the child's transaction: transaction-log writes (Empty, Ongoing with the
 # partitions, with the group, with the staged offsets, PrepareCommit), three markers,
 # CompleteCommit (fsynced after the answer, before the id's next request is served).
 PREPARED_AT = 5
+ENDED = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY)
 STEPS = 9
 # With a second transaction straight after: its Ongoing record is the tenth step.
 NEXT_STEPS = 10
@@ -39,23 +40,13 @@ def batches(plog: object) -> list[tuple[int, bool, int | None]]:
 
 
 def markers(plog: object) -> list[int | None]:
-    out = []
-    offset = plog.log_start_offset  # type: ignore[attr-defined]
-    while offset < plog.end_offset:  # type: ignore[attr-defined]
-        data = plog.read(offset, 1)  # type: ignore[attr-defined]
-        header = parse_header(data)
-        if header.attributes & 0x20:
-            out.append(marker_type(data))
-        offset = header.next_offset
-    return out
+    return [kind for _offset, control, kind in batches(plog) if control]
 
 
 @pytest_twisted.ensureDeferred
 async def test_sigkill_at_each_commit_step_ends_the_transaction_everywhere_alike(
     tmp_path: Path,
 ) -> None:
-    from twisted.internet import reactor
-
     _, out = run_child(tmp_path / "whole", None)
     match = re.search(r"committed (\d+)", out)
     assert match and int(match.group(1)) == STEPS, out
@@ -64,20 +55,9 @@ async def test_sigkill_at_each_commit_step_ends_the_transaction_everywhere_alike
         data_dir = tmp_path / f"die-after-{step}"
         killed, _out = run_child(data_dir, step)
         assert killed, step
-        running = await start_broker(data_dir, flush="never", transaction_abort_interval_ms=100)
+        running, meta = await restarted(data_dir)
         try:
             core = running.broker
-            meta = None
-            for _ in range(100):
-                meta = core.transactions.describe(TXN_ID)
-                if meta is not None and meta.state in (
-                    TxnState.COMPLETE_COMMIT,
-                    TxnState.COMPLETE_ABORT,
-                    TxnState.EMPTY,
-                ):
-                    break
-                await task.deferLater(reactor, 0.05, lambda: None)
-            assert meta is not None, step
             kinds = set()
             for p in range(PARTITIONS):
                 plog = core.partition(TOPIC, p)
@@ -99,20 +79,14 @@ async def test_sigkill_at_each_commit_step_ends_the_transaction_everywhere_alike
     print(outcomes)
 
 
-async def wait_settled(core: object) -> object:
-    from twisted.internet import reactor
-
-    meta = None
-    for _ in range(100):
-        meta = core.transactions.describe(TXN_ID)  # type: ignore[attr-defined]
-        if meta is not None and meta.state in (
-            TxnState.COMPLETE_COMMIT,
-            TxnState.COMPLETE_ABORT,
-            TxnState.EMPTY,
-        ):
-            return meta
-        await task.deferLater(reactor, 0.05, lambda: None)
-    raise AssertionError(f"the transaction never ended: {meta}")
+async def restarted(data_dir: Path) -> tuple[Any, TxnMetadata]:
+    """The broker on what the child left, once its startup has ended the transaction
+    (the roll-forward or the abort runs under the id's lock: `settled` waits for it)."""
+    running = await start_broker(data_dir, flush="never", transaction_abort_interval_ms=100)
+    await within(running.broker.transactions.settled(TXN_ID))
+    meta = running.broker.transactions.describe(TXN_ID)
+    assert meta is not None and meta.state in ENDED, meta
+    return running, meta
 
 
 @pytest_twisted.ensureDeferred
@@ -132,10 +106,9 @@ async def test_sigkill_while_the_next_transaction_starts_never_commits_it(
         data_dir = tmp_path / f"next-die-after-{step}"
         killed, _out = run_child(data_dir, step, then_next=True)
         assert killed, step
-        running = await start_broker(data_dir, flush="never", transaction_abort_interval_ms=100)
+        running, _meta = await restarted(data_dir)
         try:
             core = running.broker
-            await wait_settled(core)
             for p in range(PARTITIONS):
                 plog = core.partition(TOPIC, p)
                 assert plog.open_transactions() == {}, (step, p)

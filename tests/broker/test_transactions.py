@@ -239,15 +239,13 @@ async def test_a_transaction_the_log_lost_is_aborted_at_startup(data_dir: Path) 
         await running.stop()
 
 
-async def settle_state(core: Any, tid: str, state: TxnState) -> Any:
-    from twisted.internet import reactor
-
-    for _ in range(100):
-        meta = core.transactions.describe(tid)
-        if meta is not None and meta.state == state:
-            return meta
-        await task.deferLater(reactor, 0.05, lambda: None)
-    raise AssertionError(f"{tid} never reached {state}: {core.transactions.describe(tid)}")
+async def restarted_after_a_crash(data_dir: Path, tid: str) -> tuple[Any, Any]:
+    """Start the broker as a crash leaves the data dir (no clean-shutdown marker) and
+    wait for what the startup queued for ``tid``; (the running broker, tid's state)."""
+    (data_dir / ".clean-shutdown").unlink()
+    running = await start_broker(data_dir)
+    await within(running.broker.transactions.settled(tid))
+    return running, running.broker.transactions.describe(tid)
 
 
 @pytest_twisted.ensureDeferred
@@ -262,11 +260,10 @@ async def test_a_crash_aborts_each_open_transaction_and_fences_its_producer(
         pid, epoch = await open_transaction(running)
     finally:
         await running.stop()
-    (data_dir / ".clean-shutdown").unlink()
-    running = await start_broker(data_dir)
+    running, meta = await restarted_after_a_crash(data_dir, "b")
     try:
         core = running.broker
-        meta = await settle_state(core, "b", TxnState.COMPLETE_ABORT)
+        assert meta.state == TxnState.COMPLETE_ABORT
         assert (meta.producer_id, meta.producer_epoch) == (pid, epoch + 1)
         plog = core.partition("t", 0)
         assert plog.open_transactions() == {}
@@ -296,12 +293,10 @@ async def test_a_crash_that_lost_the_ongoing_record_still_aborts_the_partitions(
     before = store.entries()["b"].but(state=TxnState.EMPTY, partitions=frozenset(), offsets={})
     store.write(before)
     store.close()
-    (data_dir / ".clean-shutdown").unlink()
-    running = await start_broker(data_dir)
+    running, meta = await restarted_after_a_crash(data_dir, "b")
     try:
         core = running.broker
-        meta = await settle_state(core, "b", TxnState.COMPLETE_ABORT)
-        assert meta.producer_epoch == epoch + 1
+        assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
         plog = core.partition("t", 0)
         assert plog.open_transactions() == {}
         assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
