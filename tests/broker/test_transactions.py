@@ -150,7 +150,6 @@ async def test_a_prepared_commit_is_rolled_forward_at_startup(data_dir: Path) ->
     """A crash after PrepareCommit was durable and before any marker: the restart writes
     the markers and the offsets and completes the transaction (Kafka's coordinator
     loading its log completes PrepareCommit/PrepareAbort the same way)."""
-    from twisted.internet import reactor
 
     running = await start_broker(data_dir)
     try:
@@ -165,11 +164,8 @@ async def test_a_prepared_commit_is_rolled_forward_at_startup(data_dir: Path) ->
     running = await start_broker(data_dir)
     try:
         core = running.broker
-        for _ in range(100):
-            meta = core.transactions.describe("b")
-            if meta is not None and meta.state == TxnState.COMPLETE_COMMIT:
-                break
-            await task.deferLater(reactor, 0.05, lambda: None)
+        await within(core.transactions.settled("b"))  # the roll-forward holds its lock
+        meta = core.transactions.describe("b")
         assert meta is not None and meta.state == TxnState.COMPLETE_COMMIT
         plog = core.partition("t", 0)
         assert markers(plog) == [(2, COMMIT)]
@@ -183,7 +179,6 @@ async def test_a_prepared_commit_is_rolled_forward_at_startup(data_dir: Path) ->
 
 @pytest_twisted.ensureDeferred
 async def test_a_prepared_abort_is_rolled_forward_and_writes_no_offsets(data_dir: Path) -> None:
-    from twisted.internet import reactor
 
     running = await start_broker(data_dir)
     try:
@@ -196,11 +191,8 @@ async def test_a_prepared_abort_is_rolled_forward_and_writes_no_offsets(data_dir
     running = await start_broker(data_dir)
     try:
         core = running.broker
-        for _ in range(100):
-            meta = core.transactions.describe("b")
-            if meta is not None and meta.state == TxnState.COMPLETE_ABORT:
-                break
-            await task.deferLater(reactor, 0.05, lambda: None)
+        await within(core.transactions.settled("b"))
+        meta = core.transactions.describe("b")
         assert meta is not None and meta.state == TxnState.COMPLETE_ABORT
         plog = core.partition("t", 0)
         assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
