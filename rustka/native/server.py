@@ -15,6 +15,12 @@ the same connection has to see that record, as it would in Kafka. Requests
 therefore run in "runs" of one kind: consecutive writes (or consecutive reads)
 are handed to the broker together, so a burst of produces still shares one
 group commit, but a read waits for the writes before it and vice versa.
+
+Answers go out through `rustka.broker.eager_write` (sent in the call that writes
+them while the transport buffers nothing), and a stored seed Produce is answered
+by the lane's thread itself when it owns the connection's output
+(`BrokerProtocol._answer_early`), so the answer does not wait for the hop back to
+the reactor (docs/performance.md, "Latency (issue 21)").
 """
 
 from __future__ import annotations
