@@ -25,6 +25,7 @@ the reactor (docs/performance.md, "Latency (issue 21)").
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections import deque
 from typing import Any
@@ -72,6 +73,34 @@ WRITES: frozenset[type] = frozenset(
 _frame_produced = p.RESPONSE_FRAMERS[p.Produced]
 _new_tuple: Any = tuple.__new__
 _NOTHING_MORE: tuple[bytes, ...] = ()
+
+
+class _LockedCloseSocket(socket.socket):
+    """A connection's socket whose close waits for its lock (`_close_under`)."""
+
+    __slots__ = ("lock",)
+
+    def close(self) -> None:
+        with self.lock:
+            super().close()
+
+
+def _close_under(lock: threading.RLock, transport: Any) -> None:
+    """Make Twisted's close of the transport's socket take ``lock``.
+
+    An I/O thread answering a produce itself sends on the socket under the lock,
+    but Twisted closes its socket on the reactor without it: a thread between
+    reading the socket's number and its send() could then write to a new
+    connection given the same number. The same descriptor moves into a socket
+    object whose close() takes the lock; the transport's ``socket`` and
+    ``fileno`` follow it.
+    """
+    old = transport.socket
+    sock = _LockedCloseSocket(old.family, old.type, old.proto, fileno=old.detach())
+    sock.lock = lock
+    sock.setblocking(False)
+    transport.socket = sock
+    transport.fileno = sock.fileno
 
 
 class _ProduceSlot(Slot):
@@ -151,6 +180,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         access = self.factory.broker.access
         # None while authorization is off: the request path then pays one test.
         self._access = access if access.enabled else None
+        if writer_for(self.transport) is not self.transport:
+            _close_under(self._out_lock, self.transport)
         self._out = writer_for(self.transport)
         if isinstance(self._out, EagerWriter):
             self._early = self._answer_early
@@ -444,7 +475,8 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             if t._tempDataLen or t.dataBuffer or t.disconnecting or not t.connected:
                 return
             try:
-                # The writer's socket object: closed by the reactor, it raises EBADF.
+                # Twisted closes this socket only under the lock (`_close_under`), so
+                # its number cannot have gone to another connection meanwhile.
                 sent = self._out._socket.send(data)
             except OSError:
                 return

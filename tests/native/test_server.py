@@ -708,3 +708,54 @@ async def test_a_connection_reset_while_its_produces_are_answered(broker: Runnin
         [before] = await admin.ask(fetch("reset", 0, offset - 1))
         assert before == record(offset - 1, b"k", b"v")
     await close(admin)
+
+
+@pytest_twisted.ensureDeferred
+async def test_twisted_closes_the_socket_only_under_the_connections_output_lock(
+    broker: RunningBroker,
+) -> None:
+    """An I/O thread answering a produce sends under the connection's output lock;
+    Twisted's own close of the socket takes the same lock, so the descriptor cannot
+    be closed (and given to a new connection) between the thread's check and its
+    send."""
+    import threading
+    import types
+
+    from rustka.native.server import _close_under, _LockedCloseSocket
+
+    client = await connect_raw(broker)
+    # The connection serves with the moved descriptor.
+    [answer] = await client.ask(produce("locked", b"k", b"v"))
+    assert answer[:1] == b"\x01"
+    port = client.transport.getHost().port
+    [server] = [c for c in broker.factory.connections if c.transport.getPeer().port == port]
+    sock = server.transport.socket
+    assert isinstance(sock, _LockedCloseSocket) and sock.lock is server._out_lock
+    assert server.transport.fileno() == sock.fileno() >= 0
+
+    # Its close waits for the lock (shown on a socket of its own, not the served one).
+    a, b = socket.socketpair()
+    b.close()
+    holder_of = types.SimpleNamespace(socket=a, fileno=a.fileno)
+    lock = threading.RLock()
+    _close_under(lock, holder_of)
+    moved = holder_of.socket
+    assert isinstance(moved, _LockedCloseSocket) and holder_of.fileno() == moved.fileno()
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock:
+            held.set()
+            release.wait(30)
+
+    holding = threading.Thread(target=holder)
+    holding.start()
+    assert held.wait(30)
+    closing = threading.Thread(target=moved.close)
+    closing.start()
+    closing.join(0.2)
+    assert closing.is_alive() and moved.fileno() >= 0  # waits for the lock
+    release.set()
+    closing.join(30)
+    holding.join(30)
+    assert moved.fileno() == -1
