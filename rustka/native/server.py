@@ -127,6 +127,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._run_is_write = False
         self._run_pending = 0
         self._held: deque[tuple[bool, p.Request, Slot]] = deque()
+        self._releasing = False
         self._stall_timer: Any = None
         self._held_close: defer.Deferred[None] | None = None
         # Response bytes reserved before they are built (rustka.output_budget).
@@ -406,18 +407,29 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         Reading resumes when the budget no longer holds the head back
         (`_may_start` pauses it again if it still does).
         """
+        if self._releasing:
+            # A held request answered at once, inside `_start` below: this call's
+            # loop goes on with the next one instead of a call nested per request
+            # (thousands of pipelined requests that fail at once would otherwise
+            # exhaust the stack and leave the rest unanswered).
+            return
+        self._releasing = True
         held = self._held
         paused_for_budget = "budget" in self._reading_paused_by
         self._reading_paused_by.discard("budget")
         try:
-            while held and not self._closed:
-                is_write, request, _ = held[0]
-                if not self._may_start(is_write, request):
+            while True:
+                while held and not self._closed:
+                    is_write, request, _ = held[0]
+                    if not self._may_start(is_write, request):
+                        break
+                    self._start(*held.popleft())
+                if not self._burst:
                     break
-                self._start(*held.popleft())
-        finally:
-            if self._burst:
+                # Answered at once, the burst's produces may let more held ones start.
                 self._send_burst()
+        finally:
+            self._releasing = False
         if paused_for_budget and "budget" not in self._reading_paused_by:
             self._reading_paused_by.add("budget")
             self._resume_reading("budget")

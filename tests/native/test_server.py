@@ -759,3 +759,22 @@ async def test_twisted_closes_the_socket_only_under_the_connections_output_lock(
     closing.join(30)
     holding.join(30)
     assert moved.fileno() == -1
+
+
+@pytest_twisted.ensureDeferred
+async def test_thousands_of_pipelined_requests_that_fail_at_once_are_all_answered(
+    broker: RunningBroker,
+) -> None:
+    """Reads held behind a write start one after another as it ends; each of these is
+    answered at once (a bad topic name), so starting the next one must not nest a call
+    per request: all 3,000 are answered, in order, and the connection still serves."""
+    client = await connect_raw(broker)
+    pairs = 1500
+    client.transport.write(
+        b"".join(produce("bad name!", b"k", b"v") + fetch("bad name!", 0, 0) for _ in range(pairs))
+    )
+    answers = await within(client.expect(2 * pairs), 60)
+    assert len(answers) == 2 * pairs
+    assert all(a[:1] == b"\x04" and b"name" in a for a in answers), answers[:2]
+    [answer] = await client.ask(produce("fine", b"k", b"v"))
+    assert answer[:1] == b"\x01" and answer[5:] == struct.pack("!Q", 0)
