@@ -41,6 +41,10 @@ def install(reactor: Any) -> bool:
         return False
     if not isinstance(reactor, EPollReactor):
         return False
+    # The step below uses the epoll reactor's own parts; a Twisted without them
+    # keeps its own poll step.
+    if not all(hasattr(reactor, name) for name in ("_poller", "_selectables", "_doReadOrWrite")):
+        return False
     if getattr(reactor.doIteration, "__func__", None) is not _poll:
         reactor.doIteration = types.MethodType(_poll, reactor)
     return True
