@@ -260,7 +260,7 @@ class BrokerCollector(Collector):
             "rustka_transactions",
             "Transactions ended since the start: committed, aborted by their producer or "
             "an operator, aborted at their timeout, aborted by a newer producer fencing "
-            "the old one.",
+            "the old one or by a restart after a crash.",
             labels=("outcome",),
         )
         for outcome in ("committed", "aborted", "timed_out", "fenced"):
