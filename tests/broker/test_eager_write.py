@@ -21,6 +21,7 @@ from zope.interface import implementer
 
 from rustka.broker.eager_write import EagerWriter, writer_for
 from tests.conftest import within
+from tests.test_connections import Reader
 
 
 @implementer(interfaces.IPushProducer)
@@ -49,31 +50,6 @@ class Served(Protocol):
 
     def stopProducing(self) -> None:
         self.paused = True
-
-
-class Reader(Protocol):
-    """The client's side: every byte it is sent."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.closed: defer.Deferred[None] = defer.Deferred()
-        self._waiting: list[tuple[int, defer.Deferred[bytes]]] = []
-
-    def dataReceived(self, data: bytes) -> None:
-        self.data += data
-        for item in list(self._waiting):
-            if len(self.data) >= item[0]:
-                self._waiting.remove(item)
-                item[1].callback(bytes(self.data))
-
-    def connectionLost(self, reason: Any = None) -> None:
-        self.closed.callback(None)
-
-    def received(self, count: int) -> defer.Deferred[bytes]:
-        d: defer.Deferred[bytes] = defer.Deferred()
-        self._waiting.append((count, d))
-        self.dataReceived(b"")
-        return within(d)
 
 
 async def _connect(factory: Factory) -> tuple[Any, Reader, Any]:
