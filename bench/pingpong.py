@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/pingpong.py [--trees DIR,DIR...] [--flush interval]
                                        [--count 6000] [--rounds 3] [--strace]
+                                       [--profile FILE]
 
 The harness's W2 also measures the Twisted client; this client is a blocking
 socket in this process, so what changes between two trees is the broker. Each
@@ -12,7 +13,10 @@ Per run it prints p50 and p99 of the round trip, the server's user and system
 CPU per request from ``/proc`` (all threads, over the measured requests only)
 and the load average; ``--strace`` attaches ``strace -c -f`` for the measured
 requests and prints the system calls per request (the latencies are then
-strace's, not the broker's). docs/performance.md, "Latency (issue 21)".
+strace's, not the broker's); ``--profile FILE`` runs the broker under twistd's
+cProfile (the reactor thread only: where the per-request Python goes) and
+prints its top functions by own time, the stats saved in ``FILE.<round>.<tree>``.
+docs/performance.md, "Latency (issue 21)".
 """
 
 from __future__ import annotations
@@ -57,11 +61,14 @@ def _cpu_ticks(pid: int) -> tuple[int, int]:
     return int(fields[11]), int(fields[12])
 
 
-def run(tree: Path, flush: str, count: int, strace: bool) -> str:
+def run(tree: Path, flush: str, count: int, strace: bool, profile: Path | None = None) -> str:
     data = Path(tempfile.mkdtemp(prefix="pingpong-"))
     log_path = data / "log"
     env = dict(os.environ, PYTHONPATH=str(tree))
-    cmd = [TWISTD, "--nodaemon", "--pidfile=", "rustka", "--data-dir", str(data / "d")]
+    cmd = [TWISTD, "--nodaemon", "--pidfile="]
+    if profile is not None:
+        cmd += [f"--profile={profile}", "--profiler=cprofile", "--savestats"]
+    cmd += ["rustka", "--data-dir", str(data / "d")]
     cmd += ["--listen", "tcp:0:interface=127.0.0.1", "--flush", flush]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tree, env=env)
@@ -122,6 +129,10 @@ def run(tree: Path, flush: str, count: int, strace: bool) -> str:
                 if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
                     calls.append(f"{parts[-1]} {int(parts[3]) / count:.2f}")
             line += "\n    syscalls per request: " + ", ".join(calls)
+        if profile is not None:
+            proc.terminate()
+            proc.wait(timeout=60)
+            line += "\n" + _top_functions(profile, count)
         return line
     finally:
         if tracer is not None:
@@ -131,6 +142,22 @@ def run(tree: Path, flush: str, count: int, strace: bool) -> str:
         shutil.rmtree(data, ignore_errors=True)
 
 
+def _top_functions(stats_file: Path, count: int, top: int = 25) -> str:
+    """The reactor thread's busiest functions by own time, in µs per request."""
+    import pstats
+
+    stats = pstats.Stats(str(stats_file))
+    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)  # type: ignore[attr-defined]
+    total = sum(row[1][2] for row in rows)
+    lines = [f"    reactor thread own time {total / count * 1e6:.0f} us/req (under the profiler):"]
+    for (path, lineno, name), (_, calls, own, cumulative, _) in rows[:top]:
+        lines.append(
+            f"    {own / count * 1e6:7.1f} us own {cumulative / count * 1e6:7.1f} cum "
+            f"{calls / count:5.2f} calls  {name} {Path(path).name}:{lineno}"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trees", default=str(ROOT), help="comma-separated rustka trees")
@@ -138,11 +165,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=6000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--strace", action="store_true")
+    parser.add_argument("--profile", type=Path, help="cProfile the reactor thread into FILE.<n>")
     args = parser.parse_args()
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     for number in range(1, args.rounds + 1):
-        for tree in trees:
-            result = run(tree, args.flush, args.count, args.strace)
+        for index, tree in enumerate(trees):
+            profile = None
+            if args.profile is not None:
+                profile = args.profile.with_name(f"{args.profile.name}.{number}.{index}")
+            result = run(tree, args.flush, args.count, args.strace, profile)
             print(f"round {number} {tree}: {result}", flush=True)
 
 

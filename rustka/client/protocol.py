@@ -31,6 +31,7 @@ from twisted.python.failure import Failure
 
 import rustka
 from rustka.allocation import collector_paused
+from rustka.eager_write import writer_for
 from rustka.errors import (
     ERRORS_BY_CODE,
     AuthenticationFailed,
@@ -173,6 +174,9 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
         self._close_reason: str | None = None
         self._close_waiters: list[Deferred[None]] = []
         self._aborted = False
+        # Where a call with nothing in flight is written: the socket at once (a plain
+        # TCP transport, rustka.eager_write), else the transport (set on connect).
+        self._first_out: Any = None
         # The next re-authentication (KIP-368 style session lifetime), if one is due.
         self._reauth: Any = None
         self.logins = 0
@@ -183,6 +187,7 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
     def connectionMade(self) -> None:
         self._state = _OPEN
+        self._first_out = writer_for(self.transport)
         # Requests are small and latency-bound; Nagle would hold them back.
         # TLS wrappers forward the attribute to the TCP transport underneath.
         set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
@@ -292,10 +297,14 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
         self._pending.append((d, convert))
         if self.request_timeout is not None:
             self._watch(getattr(request, "max_wait_ms", 0))
+        # A call with nothing ahead of it (one request, one answer) leaves in this call
+        # rather than on the reactor's next pass; pipelined calls go to the transport,
+        # which sends what queued up in one write per pass.
+        out = self._first_out if len(self._pending) == 1 else self.transport
         if len(parts) == 1:
-            self.transport.write(_LENGTH.pack(size) + parts[0])
+            out.write(_LENGTH.pack(size) + parts[0])
         else:
-            self.transport.writeSequence([_LENGTH.pack(size), *parts])
+            out.writeSequence([_LENGTH.pack(size), *parts])
         return d
 
     def _watch(self, wait_ms: int) -> None:

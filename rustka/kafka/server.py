@@ -39,10 +39,10 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from rustka.broker.core import Broker
-from rustka.broker.eager_write import writer_for
 from rustka.broker.stats import LatencyHistogram
 from rustka.config import Config
 from rustka.connections import NO_ANSWER, ResponseQueue, Slot, close_all, start_serving
+from rustka.eager_write import writer_for
 from rustka.framing import LinearInt32StringReceiver
 from rustka.kafka import messages
 from rustka.kafka.apis import HANDLERS, dispatch
@@ -131,7 +131,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self.requests = 0
         self.connected_at = time.time()
         # Where answers are written: the socket at once when the transport buffers
-        # nothing (rustka.broker.eager_write), else the transport.
+        # nothing (rustka.eager_write), else the transport.
         self._out: Any = None
 
     # -- lifecycle ----------------------------------------------------------------

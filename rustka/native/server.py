@@ -16,7 +16,7 @@ therefore run in "runs" of one kind: consecutive writes (or consecutive reads)
 are handed to the broker together, so a burst of produces still shares one
 group commit, but a read waits for the writes before it and vice versa.
 
-Answers go out through `rustka.broker.eager_write` (sent in the call that writes
+Answers go out through `rustka.eager_write` (sent in the call that writes
 them while the transport buffers nothing), and a stored seed Produce is answered
 by the lane's thread itself when it owns the connection's output
 (`BrokerProtocol._answer_early`), so the answer does not wait for the hop back to
@@ -39,9 +39,9 @@ from zope.interface import implementer
 
 from rustka.broker.access import Access, Gate
 from rustka.broker.core import Broker
-from rustka.broker.eager_write import EagerWriter, writer_for
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
+from rustka.eager_write import EagerWriter, writer_for
 from rustka.errors import (
     AuthenticationFailed,
     AuthenticationRequired,
@@ -141,7 +141,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._gate_principal: Principal | None = None
         self._gate_kept: Gate
         # Where answers are written: the socket at once when the transport buffers
-        # nothing (rustka.broker.eager_write), else the transport.
+        # nothing (rustka.eager_write), else the transport.
         self._out: Any = None
         # Taken by the reactor around every write and pop of the queue, and by an I/O
         # thread answering a produce itself (`_answer_early`): one writer at a time.

@@ -693,3 +693,49 @@ async def test_delete_records_moves_the_log_start(
         await within(client.delete_records("dr", 3, 0))
     assert await within(client.delete_records("dr", 0, -1)) == 6
     assert broker.broker.bounds("dr", 0) == (6, 6)
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack("!I", len(payload)) + payload
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the client closed the connection")
+        data += chunk
+    return data
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_call_with_nothing_in_flight_is_on_the_socket_when_it_returns() -> None:
+    """One request, one answer: the request is in the kernel before the reactor turns
+    (rustka.eager_write), while pipelined calls queue in the transport and follow in
+    order on its next pass, so the pipelining client still sends them in one write."""
+    from twisted.internet import threads
+
+    requests = [p.OffsetFetch("g", "t", n) for n in range(3)]
+    frames = [_frame(b"".join(p.request_parts(r))) for r in requests]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        c = await connect_to(f"127.0.0.1:{listener.getsockname()[1]}")
+        server, _ = listener.accept()
+        with server:
+            server.setblocking(False)
+            first = c.committed("g", "t", 0)
+            assert server.recv(65536) == frames[0]
+            rest = [c.committed("g", "t", 1), c.committed("g", "t", 2)]
+            with pytest.raises(BlockingIOError):
+                server.recv(65536)
+            assert c.transport.dataBuffer or c.transport._tempDataLen
+            server.setblocking(True)
+            arrived = await within(
+                threads.deferToThread(_recv_exactly, server, len(frames[1]) + len(frames[2]))
+            )
+            assert arrived == frames[1] + frames[2]
+            server.sendall(b"".join(_frame(p.encode_response(p.Offset(10 + n))) for n in range(3)))
+            assert [await within(d) for d in (first, *rest)] == [10, 11, 12]
+            await within(c.close())

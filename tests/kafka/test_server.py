@@ -522,8 +522,8 @@ async def test_answers_leave_on_the_socket_in_the_call_that_makes_them(
     broker: RunningBroker,
 ) -> None:
     """Pipelined requests answered as they are read are each sent at once
-    (rustka.broker.eager_write), in order, none through Twisted's write buffer."""
-    from rustka.broker.eager_write import EagerWriter
+    (rustka.eager_write), in order, none through Twisted's write buffer."""
+    from rustka.eager_write import EagerWriter
 
     c = await raw(broker.port)
     count = 20

@@ -493,7 +493,7 @@ async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
         # which is full, and the next one waits for the budget.
         # A generous bound: the turns spin the reactor, which holds the GIL the pool's
         # reads wait for, and the kernel now takes the first answers before the
-        # transport's buffer starts to fill (rustka.broker.eager_write).
+        # transport's buffer starts to fill (rustka.eager_write).
         await reactor_turns(
             lambda: proto.budget.reserved == 0 and "output" in proto.reading_paused,
             limit=100_000,
@@ -523,9 +523,9 @@ async def test_answers_leave_on_the_socket_in_the_reactor_pass_that_makes_them(
     broker: RunningBroker,
 ) -> None:
     """With nothing buffered, an answer is sent by the call that writes it
-    (rustka.broker.eager_write), not on a later reactor pass; pipelined produces and
+    (rustka.eager_write), not on a later reactor pass; pipelined produces and
     fetches still answer in request order."""
-    from rustka.broker.eager_write import EagerWriter
+    from rustka.eager_write import EagerWriter
     from tests.test_limits import server_side
 
     c = await connect_raw(broker)

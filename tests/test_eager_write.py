@@ -1,4 +1,4 @@
-"""`rustka.broker.eager_write` on real loopback connections: an answer leaves on the socket
+"""`rustka.eager_write` on real loopback connections: an answer leaves on the socket
 in the call that writes it when the transport buffers nothing; what the kernel does not
 take (a partial send, EAGAIN, a peer that is gone) goes to the transport, which keeps its
 order, its push-back on the producer and its close; TLS and UNIX transports are written
@@ -19,7 +19,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from rustka.broker.eager_write import EagerWriter, writer_for
+from rustka.eager_write import EagerWriter, writer_for
 from tests.conftest import within
 from tests.test_connections import Reader
 

@@ -1,4 +1,7 @@
-"""Answer on the socket at once when nothing waits before it (issue 21, latency).
+"""Send on the socket at once when nothing waits before it (issue 21, latency).
+
+Both front-ends write their answers through it, and the client library its
+requests while none is in flight (`rustka.client.protocol`).
 
 Twisted's ``transport.write`` never sends: it appends to the transport's buffer
 and registers the socket for writing, and the bytes leave on the reactor's next
@@ -19,7 +22,9 @@ the writer, as it was when it was handed to the transport.
 Only a plain TCP connection is written here: a TLS transport (the TLS wrapper
 protocol, or ``startTLS``) must encrypt what it sends, and a UNIX socket may
 carry file descriptors, so those get the transport itself (`writer_for`).
-Everything runs on the reactor thread, like the transport's own writes.
+Everything runs on the reactor thread, like the transport's own writes (the
+native server's lane threads send only under the connection's lock, which
+the reactor takes around its own writes, `rustka.native.server`).
 """
 
 from __future__ import annotations
