@@ -213,6 +213,10 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             place.update(result)
         return _answer_body(ctx, acks, topics_out)
 
+    if len(jobs) == 1:
+        # One partition (a one-record producer's every request): its own Deferred is
+        # the answer's, without a DeferredList around it.
+        return jobs[0].addCallback(lambda result: gathered([result]))
     return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
 
 

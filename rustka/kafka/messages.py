@@ -44,6 +44,7 @@ __all__ = [
     "RequestHeader",
     "api_versions_error_response",
     "api_versions_table",
+    "count_response_errors",
     "decode_request",
     "decode_request_header",
     "decode_response",
@@ -1551,6 +1552,13 @@ def encode_response_parts(
     The total length is `sum(len(p) for p in parts)`.
     """
     return _spec(api_key).encode_response_parts(version, correlation_id, body)
+
+
+def count_response_errors(
+    api_key: int, version: int, body: Mapping[str, Any], out: dict[int, int]
+) -> None:
+    """Add each non-zero ``error_code`` of a response body to ``out`` (code -> times)."""
+    _spec(api_key).response_error_counter(version)(body, out)
 
 
 def encode_response(

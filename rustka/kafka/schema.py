@@ -45,6 +45,7 @@ __all__ = [
     "as_view",
     "compile_decoder",
     "compile_encoder",
+    "compile_error_counter",
     "decode_struct",
     "encode_struct",
     "parse_versions",
@@ -515,6 +516,7 @@ _WRITERS: Final = {
 
 Decoder: TypeAlias = Callable[[memoryview, int], tuple[dict[str, Any], int]]
 Encoder: TypeAlias = Callable[[bytearray, list[Any], Mapping[str, Any]], None]
+ErrorCounter: TypeAlias = Callable[[Mapping[str, Any], dict[int, int]], None]
 
 
 def _indent(lines: list[str], prefix: str = "    ") -> list[str]:
@@ -894,6 +896,60 @@ def encode_struct(st: Struct, version: int, flexible: bool, body: Mapping[str, A
     return _finish(w, parts)
 
 
+# The steps from a struct to its error codes: (field name, None) for an ``error_code``
+# field, (field name, (is_array, steps)) for a nested struct or array of structs that
+# holds one somewhere; fields on no such way are not in the plan.
+_ErrorSteps: TypeAlias = tuple[tuple[str, "tuple[bool, _ErrorSteps] | None"], ...]
+
+
+def _error_steps(st: Struct, version: int, flexible: bool) -> _ErrorSteps:
+    steps: list[tuple[str, tuple[bool, _ErrorSteps] | None]] = []
+    for fld in st.fields:
+        if fld.mode(version, flexible) == "absent":
+            continue
+        t = fld.type
+        if fld.name == "error_code" and isinstance(t, Fixed):
+            steps.append((fld.name, None))
+            continue
+        inner = t.item if isinstance(t, Array) else t
+        if isinstance(inner, Struct):
+            sub = _error_steps(inner, version, flexible)
+            if sub:
+                steps.append((fld.name, (isinstance(t, Array), sub)))
+    return tuple(steps)
+
+
+def _count_errors(steps: _ErrorSteps, body: Mapping[str, Any], out: dict[int, int]) -> None:
+    for name, sub in steps:
+        value = body.get(name)
+        if not value:
+            continue
+        if sub is None:
+            out[value] = out.get(value, 0) + 1
+        elif sub[0]:
+            for item in value:
+                _count_errors(sub[1], item, out)
+        else:
+            _count_errors(sub[1], value, out)
+
+
+def compile_error_counter(st: Struct, version: int, flexible: bool) -> ErrorCounter:
+    """``count(body, out)``: add each non-zero ``error_code`` a body carries in this
+    version to ``out`` (code -> times), as the encoder would send them.
+
+    Derived from the declaration like the codecs: only the fields on the way to an
+    error code are looked at, so counting a Produce answer for the per-API
+    statistics reads its partitions' codes and nothing else, where a walk of every
+    value of the body visited all of it on every request.
+    """
+    steps = _error_steps(st, version, flexible)
+
+    def count(body: Mapping[str, Any], out: dict[int, int]) -> None:
+        _count_errors(steps, body, out)
+
+    return count
+
+
 # ---------------------------------------------------------------------------------------
 # APIs and headers
 # ---------------------------------------------------------------------------------------
@@ -935,6 +991,7 @@ class ApiSpec:
     _compiled: dict[tuple[int, bool], tuple[Decoder, Encoder]] = field(
         default_factory=dict, init=False, repr=False
     )
+    _error_counters: dict[int, ErrorCounter] = field(default_factory=dict, init=False, repr=False)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -968,6 +1025,16 @@ class ApiSpec:
             pair = (compile_decoder(st, version, flex), compile_encoder(st, version, flex))
             self._compiled[key] = pair
         return pair
+
+    def response_error_counter(self, version: int) -> ErrorCounter:
+        """`compile_error_counter` of this version's response, cached."""
+        counter = self._error_counters.get(version)
+        if counter is None:
+            if not self.supports(version):
+                raise KafkaCodecError(f"{self.name} v{version} is not supported")
+            counter = compile_error_counter(self.response, version, self.is_flexible(version))
+            self._error_counters[version] = counter
+        return counter
 
     def _decode(self, version: int, is_request: bool, mv: memoryview, pos: int) -> dict[str, Any]:
         dec = self.codec(version, is_request)[0]

@@ -92,21 +92,6 @@ class ApiStats:
         self.latency.observe(seconds)
 
 
-def _error_codes(body: Any, out: dict[int, int]) -> None:
-    """Count every non-zero ``error_code`` in a response body, however deeply nested."""
-    if isinstance(body, dict):
-        for key, value in body.items():
-            if key == "error_code":
-                if value:
-                    out[value] = out.get(value, 0) + 1
-            elif isinstance(value, dict | list):
-                _error_codes(value, out)
-    elif isinstance(body, list):
-        for item in body:
-            if isinstance(item, dict | list):
-                _error_codes(item, out)
-
-
 @implementer(interfaces.IPushProducer)
 class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
     """One Kafka client connection; see the module docstring."""
@@ -242,7 +227,12 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
                 started = time.perf_counter()
                 answer = messages.api_versions_error_response(header.correlation_id)
                 self._queue.push_answer((_LENGTH.pack(len(answer)), answer))
-                self._count(header, started, {"error_code": ErrorCode.UNSUPPORTED_VERSION})
+                # Counted as what it is: an ApiVersions answer in v0's layout.
+                self._count(
+                    header._replace(api_version=0),
+                    started,
+                    {"error_code": ErrorCode.UNSUPPORTED_VERSION},
+                )
                 self._flush()
                 return
             self._bad_request(
@@ -330,7 +320,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         stats.requests += 1
         stats.observe(time.perf_counter() - started)
         if body:
-            _error_codes(body, stats.errors)
+            messages.count_response_errors(header.api_key, header.api_version, body, stats.errors)
 
     def _flush(self) -> None:
         """Write the answers at the head of the queue; read on once none is pending."""

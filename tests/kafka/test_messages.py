@@ -17,6 +17,7 @@ from rustka.kafka.messages import (
     ApiKey,
     api_versions_error_response,
     api_versions_table,
+    count_response_errors,
     decode_request,
     decode_request_header,
     decode_response,
@@ -194,6 +195,29 @@ def test_error_codes_match_kafka() -> None:
     assert ErrorCode.INVALID_RECORD == 87
     assert ErrorCode.PRODUCER_FENCED == 90
     assert len({int(e) for e in ErrorCode}) == len(ErrorCode)
+
+
+def test_a_produce_answer_counts_its_partitions_error_codes() -> None:
+    """The per-API error statistics read Produce's partition codes from its declaration."""
+    body = {
+        "responses": [
+            {
+                "name": "t",
+                "partition_responses": [
+                    {"index": 0, "error_code": 0, "base_offset": 5},
+                    {"index": 1, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER},
+                    {"index": 2, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER},
+                ],
+            },
+            {"name": "u", "partition_responses": [{"index": 0, "error_code": 87}]},
+        ],
+        "throttle_time_ms": 0,
+    }
+    spec = APIS[ApiKey.PRODUCE]
+    for version in range(spec.min_version, spec.max_version + 1):
+        out: dict[int, int] = {}
+        count_response_errors(ApiKey.PRODUCE, version, body, out)
+        assert out == {ErrorCode.NOT_LEADER_OR_FOLLOWER: 2, 87: 1}
 
 
 # --- hand-derived vectors --------------------------------------------------------------

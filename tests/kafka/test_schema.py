@@ -30,6 +30,7 @@ from rustka.kafka.schema import (
     Field,
     KafkaCodecError,
     Struct,
+    compile_error_counter,
     decode_struct,
     encode_struct,
     parse_versions,
@@ -622,3 +623,57 @@ def test_unsupported_versions_are_refused() -> None:
 def test_codecs_are_compiled_once() -> None:
     first = FAKE.codec(1, True)
     assert FAKE.codec(1, True) is first
+
+
+_ERRORS_DECLARED = Struct(
+    [
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field(
+            "topics",
+            [
+                Field("name", STRING),
+                Field(
+                    "partitions",
+                    [Field("index", INT32), Field("error_code", INT16, "1+")],
+                ),
+                Field("notes", [Field("text", STRING)]),
+            ],
+        ),
+        Field("extra", [Field("error_code", INT16)], "1+", tag=0),
+    ],
+    "Errors",
+)
+
+
+def _errors_body() -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 7,
+        "topics": [
+            {"name": "a", "partitions": [{"index": 0, "error_code": 3}, {"index": 1}]},
+            {"name": "b", "partitions": [{"index": 0, "error_code": 3}], "notes": []},
+            {"name": "c", "partitions": [{"index": 0, "error_code": 0}]},
+        ],
+        "extra": [{"error_code": 9}],
+    }
+
+
+def test_error_counter_counts_what_the_version_sends() -> None:
+    """The counter derived from a declaration counts each non-zero error_code the
+    encoder would send: nested arrays, defaults and zeros skipped, fields absent from the
+    version (partitions' codes before v1, the tagged array outside flexible versions)
+    not counted, and counts added to what ``out`` holds."""
+    body = _errors_body()
+    out: dict[int, int] = {3: 1}
+    compile_error_counter(_ERRORS_DECLARED, 1, True)(body, out)
+    assert out == {3: 3, 7: 1, 9: 1}
+    old = {}
+    compile_error_counter(_ERRORS_DECLARED, 0, False)(body, old)
+    assert old == {7: 1}
+    not_flexible = {}
+    compile_error_counter(_ERRORS_DECLARED, 1, False)(body, not_flexible)
+    assert not_flexible == {3: 2, 7: 1}
+    empty = {}
+    compile_error_counter(_ERRORS_DECLARED, 1, True)({"topics": None}, empty)
+    assert empty == {}
