@@ -18,6 +18,7 @@ TOP_LEVEL = {
     "output_budget",
     "allocation",
     "connections",
+    "eager_write",
 }
 ALLOWED: dict[str, set[str]] = {
     "top": {"top", "storage"},
