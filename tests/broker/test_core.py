@@ -181,6 +181,37 @@ async def test_list_offset_earliest_latest_and_by_time(broker: RunningBroker) ->
 
 
 @pytest_twisted.ensureDeferred
+async def test_list_offset_under_read_committed_stops_at_the_last_stable_offset(
+    broker: RunningBroker,
+) -> None:
+    """read_committed ListOffsets: latest is the LSO while a transaction is open, and a
+    time whose first offset lies at or past the LSO is none; read_uncommitted sees the
+    high watermark and the open records; after the commit both agree."""
+    from tests.storage.test_transactions import TS
+
+    core = broker.broker
+    txn = core.transactions
+    await within(core.create_topic("lc", 1))
+    await within(core.append("lc", 0, batch(b"plain", timestamp=TS - 1_000), auto_create=False))
+    pid, epoch = await within(txn.init_producer_id("lc-t", 60_000))
+    await within(txn.add_partitions("lc-t", pid, epoch, [("lc", 0)]))
+    await within(
+        core.append(
+            "lc", 0, txn_batch(pid, 0, epoch=epoch), auto_create=False, transactional_id="lc-t"
+        )
+    )
+    assert await within(core.list_offset("lc", 0, LATEST, committed=True)) == OffsetAtTime(1, -1)
+    assert await within(core.list_offset("lc", 0, LATEST)) == OffsetAtTime(3, -1)
+    assert await within(core.list_offset("lc", 0, TS, committed=True)) is None
+    assert await within(core.list_offset("lc", 0, TS)) == OffsetAtTime(1, TS)
+    assert await within(core.list_offset("lc", 0, 0, committed=True)) == OffsetAtTime(0, TS - 1_000)
+    await within(txn.end_transaction("lc-t", pid, epoch, True))
+    await within(txn.settled("lc-t"))
+    assert await within(core.list_offset("lc", 0, LATEST, committed=True)) == OffsetAtTime(4, -1)
+    assert await within(core.list_offset("lc", 0, TS, committed=True)) == OffsetAtTime(1, TS)
+
+
+@pytest_twisted.ensureDeferred
 async def test_topic_admin(broker: RunningBroker) -> None:
     core = broker.broker
     info = await within(core.create_topic("adm", 2, {"cleanup.policy": "delete"}))
