@@ -15,6 +15,7 @@ the few low-level errors (`struct.error`, `IndexError`, `UnicodeDecodeError`) th
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -942,12 +943,7 @@ def compile_error_counter(st: Struct, version: int, flexible: bool) -> ErrorCoun
     statistics reads its partitions' codes and nothing else, where a walk of every
     value of the body visited all of it on every request.
     """
-    steps = _error_steps(st, version, flexible)
-
-    def count(body: Mapping[str, Any], out: dict[int, int]) -> None:
-        _count_errors(steps, body, out)
-
-    return count
+    return functools.partial(_count_errors, _error_steps(st, version, flexible))
 
 
 # ---------------------------------------------------------------------------------------
