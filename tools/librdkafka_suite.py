@@ -465,15 +465,21 @@ class Outcome:
     log: str = field(repr=False)
 
     def failure_lines(self, limit: int = 8) -> list[str]:
-        """The runner's own failure messages, for a report."""
-        keep = [
-            line.strip()
-            for line in _ANSI.sub("", self.log).splitlines()
-            if "failed at" in line
-            or "timed out" in line
-            or "Assertion" in line
-            or line.startswith(("Test assertion", "Expected", "Lists did not match"))
-        ]
+        """The runner's own failure messages, for a report: each "failed at" banner
+        with the line after it, which says why (the banner names only the place)."""
+        lines = [line.strip() for line in _ANSI.sub("", self.log).splitlines()]
+        keep: list[str] = []
+        after_banner = False
+        for line in lines:
+            if (
+                (after_banner and line and "###" not in line)
+                or "failed at" in line
+                or "timed out" in line
+                or "Assertion" in line
+                or line.startswith(("Test assertion", "Expected", "Lists did not match"))
+            ):
+                keep.append(line)
+            after_banner = "failed at" in line
         return keep[:limit]
 
 

@@ -7,13 +7,16 @@ transaction added and the offsets TxnOffsetCommit staged. Requests of one id
 run one at a time (a lock per id); every new state is written to the
 transaction log on the I/O pool ("Durability" says which are fsynced first), so:
 
-- EndTxn writes PrepareCommit (or PrepareAbort) and answers once it is
-  durable, as Kafka's coordinator does; then, still holding the id's lock (so
-  the producer's next request waits for it, while the producer queues that
-  transaction's records), a marker goes to every partition of the transaction
-  (each on its partition's lane, after the batches queued before it), then the
-  staged offsets (commit only), then CompleteCommit (CompleteAbort), fsynced.
-  `settled` fires once that is done.
+- EndTxn writes PrepareCommit (or PrepareAbort), fsynced; then, holding the
+  id's lock (so the producer's next request waits for it), a marker goes to
+  every partition of the transaction (each on its partition's lane, after the
+  batches queued before it) and the staged offsets are committed (commit
+  only). EndTxn is answered then, once the outcome is what every reader sees:
+  Kafka answers at the durable decision and writes the markers after, and
+  programs (and librdkafka's own tests) that read right after a commit or
+  abort see the markers there only because Kafka writes them within
+  milliseconds. CompleteCommit (CompleteAbort) is written last, fsynced, while
+  the producer starts its next transaction; `settled` fires once that is done.
 - InitProducerId with the id of an open transaction fences the old producer:
   the epoch is bumped and the transaction aborted with markers of the new
   epoch, so the old producer's batches and markers are refused from then on.
@@ -538,42 +541,56 @@ class TransactionCoordinator:
     def end_transaction(
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> defer.Deferred[None]:
-        """Commit or abort: markers everywhere, then the completion, then the answer."""
+        """Commit or abort: the durable decision, then markers everywhere (and a
+        commit's offsets), then the answer; the completion follows it."""
+        marked: defer.Deferred[None] = defer.Deferred()
         return self._locked(
-            transactional_id, self._end, transactional_id, producer_id, epoch, commit
-        )
+            transactional_id, self._end, transactional_id, producer_id, epoch, commit, marked
+        ).addCallback(lambda settling: marked if settling else None)
 
     def settled(self, transactional_id: str) -> defer.Deferred[None]:
         """Fires once everything queued for the id so far (a completion) has run."""
         return self._locked(transactional_id, lambda: None)
 
     @defer.inlineCallbacks
-    def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Any:
+    def _end(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        marked: defer.Deferred[None],
+    ) -> Any:
+        """True once the decision is durable and `_settle` queued to fire ``marked``."""
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state == ONGOING:
             prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             yield self._write(meta.but(state=prepare, last_update_ms=_now(self.reactor)))
-            # First in the lock's queue, before any later request of this id.
-            self._locked(transactional_id, self._settle, transactional_id, commit).addErrback(
-                self._logged, "completing a transaction"
+            # Queued before the lock is released, so ahead of the producer's next request.
+            self._locked(
+                transactional_id, self._settle, transactional_id, commit, marked
+            ).addErrback(self._logged, "completing a transaction").addBoth(
+                lambda _: None if marked.called else marked.callback(None)
             )
-            return None
+            return True
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state == done:
-            return None  # a retried EndTxn (Kafka answers it as done)
+            return False  # a retried EndTxn (Kafka answers it as done)
         raise InvalidTxnState(
             f"{'commit' if commit else 'abort'} of {transactional_id!r} in state "
             f"{meta.state.kafka_name}"
         )
 
     @defer.inlineCallbacks
-    def _settle(self, transactional_id: str, commit: bool) -> Any:
-        """The markers, offsets and completion of a decision EndTxn made durable, while
-        the producer queues its next transaction's records."""
+    def _settle(self, transactional_id: str, commit: bool, marked: defer.Deferred[None]) -> Any:
+        """The markers, offsets and completion of a decision EndTxn made durable;
+        ``marked`` (EndTxn's answer) fires once the markers and offsets are written,
+        or failed to be (the decision stands and the timeout pass rolls it forward),
+        and at the latest when this ends."""
         meta = self._meta[transactional_id]
         if meta.state not in PREPARING:
             return None
-        yield self._finish(meta)
+        yield self._finish(meta, marked)
         if commit:
             self.outcomes.committed += 1
         else:
@@ -620,14 +637,19 @@ class TransactionCoordinator:
         return None
 
     @defer.inlineCallbacks
-    def _finish(self, meta: TxnMetadata) -> Any:
-        """Carry out a prepared decision, holding the id's lock.
+    def _finish(self, meta: TxnMetadata, marked: defer.Deferred[None] | None = None) -> Any:
+        """Carry out a prepared decision, holding the id's lock; ``marked`` fires
+        between the markers (and offsets) and the completion.
 
         Complete is fsynced once every marker is durable, before the id's next
         request: a Prepare record still last in the log after a crash is rolled
         forward with markers of the same producer epoch, which would end a later
         transaction's records in the partition as well ("Durability")."""
-        yield self._markers_and_offsets(meta)
+        try:
+            yield self._markers_and_offsets(meta)
+        finally:
+            if marked is not None:
+                marked.callback(None)
         done = yield self._write(_completed(meta, _now(self.reactor)))
         return done
 

@@ -301,14 +301,18 @@ async def test_a_crash_that_lost_the_ongoing_record_still_aborts_the_partitions(
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_next_transaction_waits_for_the_markers_and_a_durable_complete(
+async def test_endtxn_answers_once_readers_see_the_outcome_and_the_next_transaction_waits(
     data_dir: Path,
 ) -> None:
-    """EndTxn is answered once PrepareCommit is durable; the producer's next request
-    waits until every marker is written and CompleteCommit replaced PrepareCommit in
-    the log (a Prepare record left last would be rolled forward with markers of the
-    same epoch, which would end the next transaction's records too)."""
+    """EndTxn is answered once PrepareCommit is durable, the marker written and the
+    staged offsets committed, so a read_committed reader and OffsetFetch see the
+    outcome as soon as the producer does; the producer's next request waits until
+    CompleteCommit replaced PrepareCommit in the log (a Prepare record left last
+    would be rolled forward with markers of the same epoch, which would end the
+    next transaction's records too)."""
     import threading
+
+    from twisted.internet import defer
 
     running = await start_broker(data_dir)
     release = threading.Event()
@@ -318,24 +322,40 @@ async def test_the_next_transaction_waits_for_the_markers_and_a_durable_complete
         await within(core.create_topic("t", 1))
         pid, epoch = await within(txn.init_producer_id("a", 60_000))
         await within(txn.add_partitions("a", pid, epoch, [("t", 0)]))
+        await within(txn.add_offsets("a", pid, epoch, "g"))
         await within(
             core.append("t", 0, txn_batch(pid, 0), auto_create=False, transactional_id="a")
         )
-        # Hold the partition's lane, so the commit marker cannot be written yet.
+        await within(txn.txn_offset_commit("a", pid, epoch, "g", {("t", 0): (2, "")}))
+        # Hold the partition's lane, so the commit marker cannot be written yet, and
+        # see the coordinator ask for it (once PrepareCommit is durable).
         held = core.lanes.lane("t", 0).submit(release.wait, 30)
-        await within(txn.end_transaction("a", pid, epoch, True))
+        asked: defer.Deferred[None] = defer.Deferred()
+        write_marker = core.write_marker
+
+        def marker_asked_for(*args: Any) -> Any:
+            asked.callback(None)
+            return write_marker(*args)
+
+        core.write_marker = marker_asked_for  # type: ignore[method-assign]
+        answered: list[None] = []
+        ended = txn.end_transaction("a", pid, epoch, True).addCallback(answered.append)
+        await within(asked)
         assert core.txn_log.entries()["a"].state == TxnState.PREPARE_COMMIT
-        added = txn.add_partitions("a", pid, epoch, [("t", 0)])
-        assert not added.called
+        plog = core.partition("t", 0)
+        assert not answered and plog.last_stable_offset == 0
         release.set()
         await within(held)
+        await within(ended)
+        assert plog.last_stable_offset == plog.end_offset == 3  # two records, the marker
+        assert core.committed_offsets("g") == {("t", 0): 2}
+        added = txn.add_partitions("a", pid, epoch, [("t", 0)])
         await within(added)
         assert core.txn_log.entries()["a"].state in (TxnState.COMPLETE_COMMIT, TxnState.ONGOING)
         await within(
             core.append("t", 0, txn_batch(pid, 2), auto_create=False, transactional_id="a")
         )
         await within(txn.settled("a"))
-        plog = core.partition("t", 0)
         assert markers(plog) == [(2, COMMIT)]  # the second transaction's batch follows it
         assert plog.open_transactions() == {pid: 3}
         assert core.txn_log.entries()["a"].state == TxnState.ONGOING

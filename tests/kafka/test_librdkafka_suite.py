@@ -112,6 +112,27 @@ def test_a_runners_output_gives_each_test_its_state() -> None:
     }
 
 
+def test_a_failure_is_reported_with_the_reason_the_runner_gave() -> None:
+    """The runner prints the place of a failure in a banner and the reason on the
+    line after it; a report without that line says nothing about the cause."""
+    red, off = "\x1b[31m", "\x1b[0m"
+    log = (
+        "[0061_consumer_lag / 3s] Consuming topic rdkafkatest_0061\n"
+        f'{red}### Test "0061_consumer_lag (do_test_consumer_lag:176: Test consumer lag '
+        'with transactions)" failed at testcpp.h:77:() at Wed Dec  2 14:16:13 2026: ###\n'
+        f"Stats consumer_lag 6, expected >= 8\n{off}\n"
+        f'{red}### Test "<MAIN>" failed at test.c:1596:test_wait_exit() at Wed Dec  2: ###\n'
+        f'### Test "<MAIN>" failed at test.c:1597:x() at Wed Dec  2: ###{off}\n'
+        "test-runner: test.c:6716: test_fail0: Assertion `0' failed.\n"
+    )
+    outcome = suite.Outcome("0061", "plaintext", {}, 3.0, -6, log)
+    lines = outcome.failure_lines()
+    assert lines[1] == "Stats consumer_lag 6, expected >= 8"
+    assert lines[0].startswith('### Test "0061_consumer_lag') and len(lines) == 5
+    assert lines[-1].endswith("Assertion `0' failed.")
+    assert outcome.failure_lines(2) == lines[:2]
+
+
 def test_the_documented_lists_name_broker_tests_of_the_suite_with_a_reason(
     runner: Path,
 ) -> None:
