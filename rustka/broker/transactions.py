@@ -677,11 +677,12 @@ class TransactionCoordinator:
         return self._finish(meta)
 
     def _abort_fenced(self, meta: TxnMetadata) -> defer.Deferred[TxnMetadata]:
-        """Abort ``meta``'s open transaction with the epoch bumped, fencing its producer."""
-        epoch = meta.producer_epoch + 1
-        if epoch >= MAX_EPOCH:
-            epoch = meta.producer_epoch
-        return self._complete(meta, False, epoch)
+        """Abort ``meta``'s open transaction with the epoch bumped, fencing its producer.
+
+        InitProducerId hands out epochs below MAX_EPOCH, so the bump always has one
+        left: at MAX_EPOCH itself the next InitProducerId gives a new producer id, as
+        Kafka's coordinator does when fencing exhausts a producer id's epochs."""
+        return self._complete(meta, False, min(meta.producer_epoch + 1, MAX_EPOCH))
 
     @defer.inlineCallbacks
     def _expire(self, transactional_id: str) -> Any:

@@ -17,7 +17,7 @@ from rustka.errors import (
     ProducerFenced,
 )
 from rustka.record.batch import parse_header
-from rustka.record.control import COMMIT, marker_type
+from rustka.record.control import ABORT, COMMIT, marker_type
 from rustka.storage.log_config import LogConfig
 from rustka.storage.txn_log import TRANSACTIONS_DIR, TransactionLog, TxnState
 from tests.conftest import start_broker, within
@@ -90,7 +90,7 @@ async def test_kafkas_rules_for_each_request(data_dir: Path) -> None:
         await within(txn.txn_offset_commit("a", pid, epoch, "g", {("t", 1): (7, "m")}))
         assert core.committed_offsets("g") == {}
         await within(txn.end_transaction("a", pid, epoch, True))
-        # Answered once PrepareCommit is durable; markers and offsets follow (Kafka's order).
+        # Answered once the markers and offsets are written; CompleteCommit follows.
         await within(txn.settled("a"))
         assert core.committed_offsets("g") == {("t", 1): 7}
         assert core.committed_metadata("g") == {("t", 1): "m"}
@@ -227,6 +227,55 @@ async def test_a_transaction_the_log_lost_is_aborted_at_startup(data_dir: Path) 
         assert plog.last_stable_offset == plog.end_offset
         assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [pid]
         assert running.broker.committed_offsets("g") == {}
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_fencing_at_the_last_epoch_still_fences_and_gives_a_new_producer_id(
+    data_dir: Path,
+) -> None:
+    """A producer holds epoch 32766, the last InitProducerId hands out: fencing its
+    open transaction aborts it with epoch 32767 (never handed out, so the old
+    producer is refused from then on) and the new producer gets a new producer id,
+    as Kafka's coordinator does when fencing exhausts the epochs."""
+    running = await start_broker(data_dir)
+    try:
+        await within(running.broker.create_topic("t", 1))
+        await within(running.broker.transactions.init_producer_id("a", 60_000))
+    finally:
+        await running.stop()
+    store = TransactionLog.open(data_dir, LogConfig(flush="never"))
+    store.write(store.entries()["a"].but(producer_epoch=32766))
+    store.close()
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        txn = core.transactions
+        meta = txn.describe("a")
+        assert meta is not None
+        old = meta.producer_id
+        await within(txn.add_partitions("a", old, 32766, [("t", 0)]))
+        zombie = txn_batch(old, 0, epoch=32766)
+        await within(core.append("t", 0, zombie, auto_create=False, transactional_id="a"))
+        pid, epoch = await within(txn.init_producer_id("a", 60_000))
+        assert pid != old and epoch == 0
+        plog = core.partition("t", 0)
+        assert plog.open_transactions() == {}
+        header = parse_header(plog.read(2, 1))
+        assert (header.producer_id, header.producer_epoch) == (old, 32767)
+        assert marker_type(plog.read(2, 1)) == ABORT
+        assert [t.producer_id for t in plog.aborted_transactions(0, plog.end_offset)] == [old]
+        assert isinstance(
+            await failure_of(txn.end_transaction("a", old, 32766, True)), InvalidProducerIdMapping
+        )
+        late = txn_batch(old, 2, epoch=32766)
+        assert isinstance(
+            await failure_of(core.append("t", 0, late, auto_create=False, transactional_id="a")),
+            InvalidProducerIdMapping,
+        )
+        assert plog.end_offset == 3
+        assert txn.outcomes.fenced == 1
     finally:
         await running.stop()
 
