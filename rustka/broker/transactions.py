@@ -569,9 +569,7 @@ class TransactionCoordinator:
             # Queued before the lock is released, so ahead of the producer's next request.
             self._locked(
                 transactional_id, self._settle, transactional_id, commit, marked
-            ).addErrback(self._logged, "completing a transaction").addBoth(
-                lambda _: None if marked.called else marked.callback(None)
-            )
+            ).addErrback(self._logged, "completing a transaction")
             return True
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state == done:
@@ -587,10 +585,14 @@ class TransactionCoordinator:
         ``marked`` (EndTxn's answer) fires once the markers and offsets are written,
         or failed to be (the decision stands and the timeout pass rolls it forward),
         and at the latest when this ends."""
-        meta = self._meta[transactional_id]
-        if meta.state not in PREPARING:
-            return None
-        yield self._finish(meta, marked)
+        try:
+            meta = self._meta[transactional_id]
+            if meta.state not in PREPARING:
+                return None
+            yield self._finish(meta, marked)
+        finally:
+            if not marked.called:
+                marked.callback(None)
         if commit:
             self.outcomes.committed += 1
         else:
