@@ -133,6 +133,40 @@ def test_a_failure_is_reported_with_the_reason_the_runner_gave() -> None:
     assert outcome.failure_lines(2) == lines[:2]
 
 
+def test_a_timing_test_that_fails_is_run_once_more_and_the_second_run_decides(
+    tmp_path: Path,
+) -> None:
+    """`run` on a stand-in runner (the real one cannot be made to fail on demand)
+    whose tests fail the first time and pass the second (0110's fails every time):
+    a timing test run alone passes on its second run and keeps its first log, one
+    failing twice fails, and any other test is run once."""
+    runner = tmp_path / "src" / "tests" / "test-runner"
+    runner.parent.mkdir(parents=True)
+    runner.write_text(
+        "#!/bin/sh\n"
+        'seen="../seen-$TESTS"\n'
+        'if [ -e "$seen" ] && [ "$TESTS" != 0110 ]; then\n'
+        '  echo "= Test ${TESTS}_t PASSED ="; exit 0\n'
+        "fi\n"
+        'touch "$seen"\n'
+        'echo "### Test \\"${TESTS}_t\\" failed at t.c:1:f() at now: ###"\n'
+        'echo "too few wakeups"\n'
+        "exit 1\n"
+    )
+    runner.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    tests = [suite.SuiteTest(f"{n}_t", "0") for n in ("0055", "0110", "0001")]
+    outcomes = suite.run(runner, tests, {"default": "127.0.0.1:9"}, work, parallel=1)
+    states = {name: o.states[name] for o in outcomes for name in o.states}
+    assert states == {"0001_t": "FAILED", "0055_t": "PASSED", "0110_t": "FAILED"}
+    timing = next(o for o in outcomes if o.number == "0055")
+    assert timing.first_run[1] == "too few wakeups"
+    assert (work / "0055-default.first.log").read_text().count("too few wakeups") == 1
+    assert "PASSED" in (work / "0055-default.log").read_text()
+    assert not (work / "0001-default.first.log").exists()
+
+
 def test_the_documented_lists_name_broker_tests_of_the_suite_with_a_reason(
     runner: Path,
 ) -> None:
