@@ -6,6 +6,7 @@ also runs under ``--reactor=asyncio``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,25 @@ def within(d: Any, seconds: float = 20) -> Any:
     from twisted.internet import reactor
 
     return d.addTimeout(seconds, reactor)
+
+
+async def reactor_turns(until: Callable[[], bool], seconds: float = 20) -> None:
+    """Yield to the reactor until ``until()`` holds, failing after ``seconds``.
+
+    The bound is time, not a count of turns: a condition that waits on the pool's
+    threads took anywhere from 1,000 to 30,000 turns on an idle machine, so a count
+    failed on a busy one. After the first thousand turns each poll lets a millisecond
+    pass, so a spinning reactor does not starve the threads it is waiting for of the GIL.
+    """
+    from twisted.internet import reactor, task
+
+    deadline = time.monotonic() + seconds
+    turns = 0
+    while not until():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition never became true in {seconds} s")
+        turns += 1
+        await task.deferLater(reactor, 0 if turns < 1_000 else 0.001, lambda: None)
 
 
 @pytest_twisted.async_yield_fixture

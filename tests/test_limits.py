@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from twisted.internet.protocol import Factory
 from rustka.native import codec as p
 from rustka.native.server import BrokerProtocol
 from rustka.record.batch import Record, encode_batch, validate_batches
-from tests.conftest import LogWatcher, RunningBroker
+from tests.conftest import LogWatcher, RunningBroker, reactor_turns
 from tests.native.test_server import RawClient, close, connect_raw, frame
 
 TIMEOUT = 15
@@ -64,17 +63,6 @@ async def server_side(running: RunningBroker, client: RawClient) -> BrokerProtoc
     await reactor_turns(lambda: bool(found()))
     [proto] = found()
     return proto
-
-
-async def reactor_turns(until: Callable[[], bool], limit: int = 10_000) -> None:
-    """Yield to the reactor until ``until()`` holds; a bounded wait, never a sleep."""
-    from twisted.internet import reactor, task
-
-    for _ in range(limit):
-        if until():
-            return
-        await task.deferLater(reactor, 0, lambda: None)
-    raise AssertionError("condition never became true")
 
 
 async def connect_unread(running: RunningBroker) -> RawClient:

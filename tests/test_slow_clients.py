@@ -15,14 +15,13 @@ from twisted.logger import LogLevel
 
 from rustka.native import codec as p
 from rustka.record.batch import Record, decode_records, encode_batch, scan_batches
-from tests.conftest import LogWatcher
+from tests.conftest import LogWatcher, reactor_turns
 from tests.native.test_server import close, connect_raw
 from tests.test_limits import (
     big_batch,
     connect_unread,
     create_topic,
     decoded,
-    reactor_turns,
     request,
     server_has,
     server_side,

@@ -21,7 +21,7 @@ from rustka.record.batch import (
     scan_batches,
 )
 from rustka.storage.inspect import dump_path
-from tests.conftest import RunningBroker, within
+from tests.conftest import RunningBroker, reactor_turns, within
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PID = 0, 1, 2, 3, 22
 
@@ -335,7 +335,6 @@ async def test_a_long_poll_over_many_partitions_reads_nothing_until_one_has_data
 ) -> None:
     """A Fetch at the high watermark of every partition parks without a pool job (there is
     nothing to read), and is answered with the record produced to one of them meanwhile."""
-    from twisted.internet import reactor, task
 
     core = broker.broker
     await within(core.create_topic("lp", 8))
@@ -345,10 +344,7 @@ async def test_a_long_poll_over_many_partitions_reads_nothing_until_one_has_data
         waiting = consumer.request(
             FETCH, fetch_body([("lp", p, 0) for p in range(8)], 1 << 20, max_wait_ms=10_000)
         )
-        for _ in range(2000):
-            if len(core.waiters):
-                break
-            await task.deferLater(reactor, 0, lambda: None)
+        await reactor_turns(lambda: len(core.waiters) > 0)
         assert len(core.waiters) == 1 and not waiting.called
         assert core.io.submitted == before
         record = encode_batch([Record(b"k", b"woken")])

@@ -441,7 +441,8 @@ async def connect_unread_after(broker: RunningBroker, first: bytes) -> RawClient
     """
     from twisted.internet import reactor
 
-    from tests.test_limits import _OneProtocol, reactor_turns, server_has
+    from tests.conftest import reactor_turns
+    from tests.test_limits import _OneProtocol, server_has
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -472,7 +473,8 @@ async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
     for, hold at most about twice the budget in responses, and serve all 200
     once the client reads.
     """
-    from tests.test_limits import reactor_turns, server_side
+    from tests.conftest import reactor_turns
+    from tests.test_limits import server_side
 
     budget, size, total = 128 * 1024, 16 * 1024, 200
     running = await broker_factory(
@@ -491,13 +493,7 @@ async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
         reader.transport.write(fetch("big", 0, 0) * total)
         # Settled: every started Fetch was answered and handed to the transport,
         # which is full, and the next one waits for the budget.
-        # A generous bound: the turns spin the reactor, which holds the GIL the pool's
-        # reads wait for, and the kernel now takes the first answers before the
-        # transport's buffer starts to fill (rustka.eager_write).
-        await reactor_turns(
-            lambda: proto.budget.reserved == 0 and "output" in proto.reading_paused,
-            limit=100_000,
-        )
+        await reactor_turns(lambda: proto.budget.reserved == 0 and "output" in proto.reading_paused)
         assert "budget" in proto.reading_paused
         assert proto.requests <= 3 * budget // size  # of 201 sent
         queued = _queued_in_transport(proto.transport)
@@ -558,7 +554,8 @@ async def test_an_io_thread_answers_a_stored_produce_itself_in_order(
 ) -> None:
     """One produce at a time: the lane's thread sends the answer right after the write
     (`BrokerProtocol._answer_early`), and the offsets come back in order."""
-    from tests.test_limits import reactor_turns, server_side
+    from tests.conftest import reactor_turns
+    from tests.test_limits import server_side
 
     c = await connect_raw(broker)
     assert await c.ask(frame(b"\x09" + s("direct") + struct.pack("!I", 1))) != []
@@ -642,7 +639,8 @@ async def test_a_reader_that_stops_reading_still_pauses_with_answers_from_io_thr
     threads send while the kernel takes the answers, then the transport buffers the
     rest and pauses the connection; once the client reads, every answer arrives in
     order."""
-    from tests.test_limits import reactor_turns, server_side
+    from tests.conftest import reactor_turns
+    from tests.test_limits import server_side
 
     running = await broker_factory(idle_timeout_ms=120_000, flush="never")
     reader = None
@@ -696,7 +694,7 @@ async def test_a_connection_reset_while_its_produces_are_answered(broker: Runnin
             await within(proto.expect(1))
         proto.transport.abortConnection()
         await within(proto.lost)
-    from tests.test_limits import reactor_turns
+    from tests.conftest import reactor_turns
 
     await reactor_turns(lambda: len(broker.factory.connections) == 1)
     # Whatever of the reset clients' produces was stored, the offsets stay contiguous.

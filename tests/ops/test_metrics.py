@@ -16,6 +16,7 @@ from twisted.protocols.basic import Int32StringReceiver
 from rustka.native import codec as p
 from rustka.ops.metrics import metrics_service
 from rustka.record.batch import Record, encode_batch
+from tests.conftest import reactor_turns
 
 TIMEOUT = 10
 
@@ -269,7 +270,7 @@ async def test_kafka_requests_errors_latency_and_connections_by_protocol(
 ) -> None:
     """After kcat and a raw Kafka client: per-API counts, errors by name, histograms, and
     open connections by protocol, all from the metrics listener `build_service` wires."""
-    from twisted.internet import reactor, task, threads
+    from twisted.internet import reactor, threads
 
     from rustka.kafka.client import connect_kafka
 
@@ -332,10 +333,7 @@ async def test_kafka_requests_errors_latency_and_connections_by_protocol(
         native.transport.loseConnection()
         await native.closed
         factory = running.top.kafka_factory
-        for _ in range(10_000):
-            if not factory.connections and not running.factory.connections:
-                break
-            await task.deferLater(reactor, 0, lambda: None)
+        await reactor_turns(lambda: not factory.connections and not running.factory.connections)
         after = await _scrape(port)
         assert _value(after, "rustka_protocol_connections", protocol="kafka") == 0
     finally:
