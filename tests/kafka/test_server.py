@@ -27,7 +27,7 @@ from rustka.kafka.context import Body, RequestContext
 from rustka.kafka.errors import ErrorCode
 from rustka.kafka.server import KafkaFactory, KafkaProtocol
 from rustka.native import codec as p
-from tests.conftest import RunningBroker, within
+from tests.conftest import RunningBroker, reactor_turns, within
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 
@@ -481,7 +481,6 @@ async def test_a_graceful_close_of_a_client_that_stopped_reading_closes_once_it_
     """Shutdown reaches a connection whose client stopped reading, so its transport has
     paused it: once the client reads what it was sent, the connection closes then, not
     at the idle timeout."""
-    from twisted.internet import reactor, task
 
     running = await broker_factory(
         max_output_bytes_per_connection=512 * 1024, flush="never", idle_timeout_ms=600_000
@@ -498,14 +497,12 @@ async def test_a_graceful_close_of_a_client_that_stopped_reading_closes_once_it_
         sock.sendall(b"".join(_fetch_frame(i, "big") for i in range(count)))
         local_port = sock.getsockname()[1]
         factory = running.top.kafka_factory
-        for _ in range(200_000):
-            matches = [k for k in factory.connections if k.transport.getPeer().port == local_port]
-            if matches and matches[0]._paused_by_client and not matches[0].pending:
-                break
-            await task.deferLater(reactor, 0, lambda: None)
-        else:
-            raise AssertionError("the client that never reads never paused its connection")
-        [proto] = matches
+
+        def ours() -> list[KafkaProtocol]:
+            return [k for k in factory.connections if k.transport.getPeer().port == local_port]
+
+        await reactor_turns(lambda: any(k._paused_by_client and not k.pending for k in ours()))
+        [proto] = ours()
         closed = proto.finish_and_close()
         ids = await within(threads.deferToThread(_read_until_closed, sock), 30)
         await within(closed)
