@@ -25,9 +25,9 @@ from twisted.internet import defer, task, threads
 from rustka.kafka.context import Body, Connection, RequestContext
 from rustka.kafka.errors import ErrorCode as E
 from rustka.security.credentials import CredentialStore
-from rustka.security.sasl import AuthenticationFailed, UnsupportedMechanism
+from rustka.security.sasl import AuthenticationFailed, SaslServer, UnsupportedMechanism
 from rustka.security.scram import MECHANISMS, MIN_ITERATIONS, ScramCredential
-from rustka.security.session import Authenticator, ConnectionAuth
+from rustka.security.session import Authenticator, ConnectionAuth, attempt
 
 __all__ = [
     "MECHANISM_CODES",
@@ -105,8 +105,24 @@ def sasl_authenticate(ctx: RequestContext, version: int, body: Body) -> Body | d
             "error_message": "SaslAuthenticate must follow a SaslHandshake v1",
             "auth_bytes": b"",
         }
+    server = auth.exchange()
+    token = bytes(body["auth_bytes"])
+    if server.costly:
+        # PLAIN's key derivation takes milliseconds: off the reactor, so a flood of
+        # logins delays only themselves. Requests behind this one wait for its answer.
+        reactor = ctx.factory.reactor
+        d = threads.deferToThreadPool(reactor, reactor.getThreadPool(), attempt, server, token)
+        return d.addCallback(lambda outcome: _authenticated(ctx, server, outcome))
+    return _authenticated(ctx, server, attempt(server, token))
+
+
+def _authenticated(
+    ctx: RequestContext, server: SaslServer, outcome: bytes | AuthenticationFailed
+) -> Body | defer.Deferred[Body]:
+    conn = _conn(ctx)
+    auth = conn.auth
     try:
-        answer = auth.step(bytes(body["auth_bytes"]), conn.peer)
+        answer = auth.settle(server, outcome, conn.peer)
     except AuthenticationFailed as e:
         conn.close_after_answers(f"authentication failed: {e}")
         return _later(
@@ -126,17 +142,33 @@ def sasl_authenticate(ctx: RequestContext, version: int, body: Body) -> Body | d
     }
 
 
-def raw_token(conn: AuthConnection, authenticator: Authenticator, token: bytes) -> bytes | None:
+def raw_token(conn: AuthConnection, reactor: Any, token: bytes) -> defer.Deferred[bytes | None]:
     """The answer to a token sent after SaslHandshake v0, or None: the exchange failed
-    and, v0 having no error field, the connection must close (after the delay)."""
+    and, v0 having no error field, the connection must close (after the delay).
+
+    Fired at once unless the exchange is costly (PLAIN), whose step runs on a thread.
+    """
+    auth = conn.auth
     try:
-        answer = conn.auth.step(token, conn.peer)
+        server = auth.exchange()
     except AuthenticationFailed:
         conn.raw_sasl = False
-        return None
-    if conn.auth.server is None:
-        conn.raw_sasl = False
-    return answer
+        return defer.succeed(None)
+
+    def settled(outcome: bytes | AuthenticationFailed) -> bytes | None:
+        try:
+            answer = auth.settle(server, outcome, conn.peer)
+        except AuthenticationFailed:
+            conn.raw_sasl = False
+            return None
+        if auth.server is None:
+            conn.raw_sasl = False
+        return answer
+
+    if server.costly:
+        d = threads.deferToThreadPool(reactor, reactor.getThreadPool(), attempt, server, token)
+        return d.addCallback(settled)
+    return defer.succeed(settled(attempt(server, token)))
 
 
 # -- DescribeUserScramCredentials (50) ---------------------------------------------------

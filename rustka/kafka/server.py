@@ -70,6 +70,8 @@ _FETCH = ApiKey.FETCH
 _READ_AHEAD = 1 << 20
 # How many Produce requests of one connection may be in flight together.
 _MAX_PIPELINED_PRODUCES = 16
+# The place a bare SASL token (after SaslHandshake v0) holds in the queue.
+_RAW_TOKEN = RequestHeader(ApiKey.SASL_AUTHENTICATE, 0, -1, None)
 # What a connection may send before it has authenticated (docs/kafka.md, "Authentication").
 _BEFORE_AUTHENTICATION = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
@@ -264,18 +266,30 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self._answered(result, slot, started)
 
     def _raw_sasl_token(self, frame: bytes) -> None:
-        """A SASL token after SaslHandshake v0: a bare frame, answered with a bare frame."""
+        """A SASL token after SaslHandshake v0: a bare frame, answered with a bare frame.
+
+        It holds a place in the queue like a request, so nothing behind it is read
+        until it is answered, even when its check runs on a thread.
+        """
         from rustka.kafka.sasl_handlers import raw_token
 
-        answer = raw_token(self, self.factory.authenticator, frame)
+        slot = self._queue.push(_RAW_TOKEN)
+        raw_token(self, self.factory.reactor, frame).addCallbacks(
+            self._raw_answered, self._handler_failed, (slot,), None, (slot,)
+        )
+
+    def _raw_answered(self, answer: bytes | None, slot: Slot) -> None:
+        if self._closed:
+            return
         if answer is None:
             # v0 has no way to say why: hang up, after the delay that slows guessing.
             self.discard_buffer()
+            self._queue.withdraw(slot)
             self.transport.pauseProducing()
             delay = self.factory.authenticator.failure_delay_s
             self.factory.reactor.callLater(delay, self._close_after_answers)
             return
-        self._queue.push_answer((_LENGTH.pack(len(answer)), answer))
+        self._queue.answer(slot, (_LENGTH.pack(len(answer)), answer))
         self._flush()
 
     def _reserve_fetch(self, body: Body) -> int:

@@ -30,7 +30,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from twisted.internet import defer, interfaces
+from twisted.internet import defer, interfaces, threads
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.protocols.policies import TimeoutMixin
@@ -56,12 +56,13 @@ from rustka.native.handlers import NativeHandler
 from rustka.output_budget import OutputBudget
 from rustka.security.principal import Principal
 from rustka.security.sasl import AuthenticationFailed as SaslFailure
-from rustka.security.sasl import UnsupportedMechanism
+from rustka.security.sasl import SaslServer, UnsupportedMechanism
 from rustka.security.session import (
     NO_SECURITY,
     Authenticator,
     ConnectionAuth,
     ListenerSecurity,
+    attempt,
     authenticator_from_config,
     subject_of,
 )
@@ -286,22 +287,55 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             self._start(is_write, request, slot)
 
     def _authenticate(self, request: p.SaslAuthenticate | p.SaslContinue, slot: Slot) -> None:
-        """One step of the SASL exchange (docs/protocol.md, 7.12), answered in its place."""
+        """One step of the SASL exchange (docs/protocol.md, 7.12), answered in its place.
+
+        A costly step (PLAIN's key derivation) runs on a thread, and nothing behind it is
+        read meanwhile, so the requests after a login are served as its principal.
+        """
         auth = self.auth
         try:
             if isinstance(request, p.SaslAuthenticate):
                 auth.start(request.mechanism, self.peer)
-            answer = auth.step(bytes(request.token), self.peer)
+            server = auth.exchange()
         except UnsupportedMechanism as e:
             self._auth_failed(slot, str(e), 0)
             return
         except SaslFailure as e:
             self._auth_failed(slot, str(e), self.factory.authenticator.failure_delay_s)
             return
-        done = auth.server is None
-        response = p.SaslToken(answer, int(done), auth.session_lifetime_ms if done else 0)
-        self._queue.answer(slot, p.RESPONSE_FRAMERS[p.SaslToken](response))
-        self._flush()
+        token = bytes(request.token)
+        if not server.costly:
+            self._authenticated(attempt(server, token), server, slot)
+            return
+        self._pause_reading("authenticating")
+        reactor = self.factory.reactor
+        d = threads.deferToThreadPool(reactor, reactor.getThreadPool(), attempt, server, token)
+        d.addCallback(self._authenticated, server, slot)
+        d.addErrback(self._auth_crashed, slot)
+
+    def _authenticated(self, outcome: bytes | SaslFailure, server: SaslServer, slot: Slot) -> None:
+        if self._closed:
+            return
+        try:
+            answer = self.auth.settle(server, outcome, self.peer)
+        except SaslFailure as e:
+            self._auth_failed(slot, str(e), self.factory.authenticator.failure_delay_s)
+        else:
+            done = self.auth.server is None
+            lifetime = self.auth.session_lifetime_ms if done else 0
+            self._queue.answer(
+                slot, p.RESPONSE_FRAMERS[p.SaslToken](p.SaslToken(answer, int(done), lifetime))
+            )
+            self._flush()
+        if "authenticating" in self._reading_paused_by:
+            # Only now, with the principal settled, is the next request read.
+            self._resume_reading("authenticating")
+
+    def _auth_crashed(self, failure: Failure, slot: Slot) -> None:
+        self.log.failure("SASL step failed", failure)
+        if not self._closed:
+            self._auth_failed(slot, "Authentication failed: internal error", 0)
+            self._resume_reading("authenticating")
 
     def _auth_failed(self, slot: Slot, why: str, delay: float) -> None:
         """Answer Failure 22 after ``delay`` (guessing is slow), then hang up; nothing the

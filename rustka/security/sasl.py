@@ -10,7 +10,8 @@ PLAIN (RFC 4616) is checked against the same SCRAM credentials: the password is
 derived with the stored salt and iteration count and compared, in constant time,
 with the stored key, so the broker never keeps a password in any form it could
 give back. That costs one PBKDF2 per login (4096 iterations by default, a few
-milliseconds), which the broker does inline; SCRAM logins cost only HMACs.
+milliseconds), so `PlainServer` is ``costly``: the front-ends run its step on a
+thread, never on the reactor; SCRAM logins cost only HMACs and run inline.
 """
 
 from __future__ import annotations
@@ -60,11 +61,15 @@ class SaslServer(Protocol):
     complete: bool
     user: str | None
     claimed_user: str | None
+    costly: bool
+    """Whether a step derives a key (milliseconds of CPU): run it off the reactor."""
 
     def step(self, token: bytes) -> bytes: ...
 
 
 class _Scram:
+    costly = False
+
     def __init__(self, mechanism: str, lookup: Lookup) -> None:
         self.mechanism = mechanism
         self._server = ScramServer(MECHANISMS[mechanism], lookup)
@@ -112,6 +117,7 @@ class PlainServer:
     """PLAIN: one message, ``authzid NUL authcid NUL password``, and an empty answer."""
 
     mechanism = PLAIN
+    costly = True
 
     def __init__(self, lookup: Lookup) -> None:
         self._lookup = lookup

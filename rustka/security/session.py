@@ -2,7 +2,8 @@
 
 Both front-ends hold one `ConnectionAuth` per connection and ask it, before every
 request, whether the request may be served (`may_serve`); they drive it with the
-client's SASL tokens (`start`, `step`) or, on an mtls listener, with the peer
+client's SASL tokens (`start`, `step`; or `exchange`, `attempt` and `settle`
+when a step must run off the reactor) or, on an mtls listener, with the peer
 certificate's subject (`from_certificate`). The broker-wide `Authenticator`
 holds what connections share: the credential store, the enabled mechanisms,
 the statistics, the delay after a failure, the session lifetime, the subject
@@ -34,6 +35,7 @@ __all__ = [
     "Authenticator",
     "ConnectionAuth",
     "ListenerSecurity",
+    "attempt",
 ]
 
 NONE: Final = "none"
@@ -127,16 +129,36 @@ class ConnectionAuth:
 
     def step(self, token: bytes, peer: str) -> bytes:
         """The answer to the client's next token; AuthenticationFailed ends the exchange
-        (and is counted and audited). Completion sets the principal."""
-        server, authn = self.server, self.authenticator
-        if server is None or authn is None:
+        (and is counted and audited). Completion sets the principal.
+
+        This is `exchange`, `attempt` and `settle` in one call; a front-end whose
+        exchange is `SaslServer.costly` runs `attempt` on a thread between the other two.
+        """
+        server = self.exchange()
+        return self.settle(server, attempt(server, token), peer)
+
+    def exchange(self) -> SaslServer:
+        """The exchange the client's next token goes to; AuthenticationFailed if none."""
+        if self.server is None or self.authenticator is None:
             raise AuthenticationFailed("no SASL exchange is in progress: send a handshake first")
-        try:
-            answer = server.step(token)
-        except AuthenticationFailed as e:
-            self.server = None
-            authn.failed(server.mechanism, _user_of(server), peer, str(e))
-            raise
+        return self.server
+
+    def settle(self, server: SaslServer, outcome: bytes | AuthenticationFailed, peer: str) -> bytes:
+        """Apply what ``server`` made of a token (`attempt`'s result): the answer to send,
+        or AuthenticationFailed, counted and audited. An outcome for an exchange that is
+        no longer this connection's (a second token came while the first was checked)
+        is a failure, whatever it says."""
+        authn = self.authenticator
+        assert authn is not None
+        if self.server is not server and not isinstance(outcome, AuthenticationFailed):
+            outcome = AuthenticationFailed(
+                "Authentication failed: another token arrived while this one was checked"
+            )
+        if isinstance(outcome, AuthenticationFailed):
+            if self.server is server:
+                self.server = None
+            authn.failed(server.mechanism, _user_of(server), peer, str(outcome))
+            raise outcome
         if server.complete:
             self.server = None
             assert server.user is not None
@@ -151,7 +173,7 @@ class ConnectionAuth:
             lifetime = authn.session_lifetime_ms
             self.expires_at = authn.clock() + lifetime / 1000 if lifetime else None
             authn.succeeded(server.mechanism, principal, peer)
-        return answer
+        return outcome
 
     @property
     def session_lifetime_ms(self) -> int:
@@ -177,6 +199,18 @@ class ConnectionAuth:
         self.authenticated = True
         authn.succeeded("mtls", self.principal, peer)
         return True
+
+
+def attempt(server: SaslServer, token: bytes) -> bytes | AuthenticationFailed:
+    """``server``'s answer to ``token``, or the failure it raised, as a value.
+
+    It touches only ``server`` and the credential store, so it may run on a thread;
+    `ConnectionAuth.settle` applies its result on the connection's own.
+    """
+    try:
+        return server.step(token)
+    except AuthenticationFailed as e:
+        return e
 
 
 def _user_of(server: SaslServer) -> str | None:

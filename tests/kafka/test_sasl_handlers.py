@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from twisted.internet import threads
+from twisted.internet import defer, threads
 
 from rustka.security.credentials import CredentialStore
+from rustka.security.principal import Principal
 from rustka.security.scram import MECHANISMS, derive_credential
 from tests.conftest import start_broker, within
 
@@ -265,6 +266,55 @@ def v0_exchange(port: int, password: str) -> tuple[bool, bool]:
         conn.close()
 
 
+def v0_plain(port: int, password: str, pipelined: bool) -> tuple[bytes | None, bool]:
+    """SaslHandshake v0 then PLAIN's one bare token, a Metadata request behind it sent
+    at once when ``pipelined``; (the bare answer, metadata served)."""
+    from rustka.kafka import messages
+
+    conn = _RawKafka(port)
+    try:
+        conn.send(messages.encode_request(17, 0, 1, "raw", {"mechanism": "PLAIN"}))
+        assert conn.receive() is not None
+        metadata = messages.encode_request(3, 1, 2, "raw", {"topics": []})
+        conn.send(b"\0admin\0" + password.encode())
+        if pipelined:
+            conn.send(metadata)
+        answer = conn.receive()
+        if answer is None:
+            return None, False
+        if not pipelined:
+            conn.send(metadata)
+        return answer, conn.receive() is not None
+    finally:
+        conn.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_v0_plain_token_is_checked_on_a_thread_and_holds_what_follows(
+    data_dir: Path,
+) -> None:
+    """The bare PLAIN token's check runs off the reactor; a request pipelined behind it
+    waits for its answer and is then served as the user; a wrong password hangs up."""
+    CredentialStore(data_dir / "credentials").upsert(
+        "admin", "SCRAM-SHA-256", derive_credential(MECHANISMS["SCRAM-SHA-256"], ADMIN_PASSWORD)
+    )
+    running = await start_broker(
+        data_dir, listen_security="sasl", connection_failed_authentication_delay_ms=0
+    )
+    try:
+        for pipelined in (False, True):
+            served = await within(
+                threads.deferToThread(v0_plain, running.port, ADMIN_PASSWORD, pipelined), 30
+            )
+            assert served == (b"", True)
+        refused = await within(threads.deferToThread(v0_plain, running.port, "wrong", True), 30)
+        assert refused == (None, False)
+        stats = running.top.authenticator.stats
+        assert stats.successes == {"PLAIN": 2} and stats.failures == {"PLAIN": 1}
+    finally:
+        await running.stop()
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_v0_handshake_exchanges_bare_tokens(data_dir: Path) -> None:
     """Kafka before 1.0: after SaslHandshake v0 the tokens travel as bare frames."""
@@ -281,5 +331,58 @@ async def test_a_v0_handshake_exchanges_bare_tokens(data_dir: Path) -> None:
         assert refused == (False, False)
         stats = running.top.authenticator.stats
         assert stats.successes == {"SCRAM-SHA-256": 1} and stats.failures == {"SCRAM-SHA-256": 1}
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_plain_login_is_checked_off_the_reactor(data_dir: Path) -> None:
+    """PLAIN derives the key from the password: a credential of 1,000,000 iterations
+    (the most rustka stores) costs ~0.3 s. While one client's SaslAuthenticate waits
+    on it, another client is served; then the login completes as its user."""
+    from twisted.internet import reactor
+
+    from rustka.kafka.client import SaslLogin, connect_kafka
+    from rustka.security.sasl import PlainServer
+    from tests.conftest import reactor_turns
+
+    store = CredentialStore(data_dir / "credentials")
+    sha = MECHANISMS["SCRAM-SHA-256"]
+    store.upsert("slow", "SCRAM-SHA-256", derive_credential(sha, "pw", iterations=1_000_000))
+    store.upsert("admin", "SCRAM-SHA-256", derive_credential(sha, ADMIN_PASSWORD))
+    running = await start_broker(data_dir, listen_security="sasl")
+    factory = running.top.kafka_factory
+    try:
+        slow = defer.ensureDeferred(
+            connect_kafka(reactor, running.address, sasl=SaslLogin("slow", "pw", "PLAIN"))
+        )
+        await reactor_turns(
+            lambda: any(
+                isinstance(k.auth.server, PlainServer) and k.pending for k in factory.connections
+            )
+        )
+        other = await within(
+            defer.ensureDeferred(
+                connect_kafka(
+                    reactor,
+                    running.address,
+                    sasl=SaslLogin("admin", ADMIN_PASSWORD, "SCRAM-SHA-256"),
+                )
+            )
+        )
+        metadata = await within(defer.ensureDeferred(other.request(3, {"topics": []}, version=1)))
+        assert metadata["brokers"]
+        assert not slow.called, "the PLAIN check held the reactor"
+        proto = await within(slow)
+        [mine] = [
+            k
+            for k in factory.connections
+            if k.transport.getPeer().port == proto.transport.getHost().port
+        ]
+        assert mine.principal == Principal("User", "slow")
+        await proto.close()
+        await other.close()
+        stats = running.top.authenticator.stats
+        assert stats.successes == {"PLAIN": 1, "SCRAM-SHA-256": 1}
     finally:
         await running.stop()

@@ -376,7 +376,6 @@ async def test_pipelined_fetches_of_a_client_that_never_reads_stay_within_the_bu
 ) -> None:
     """300 pipelined Fetches of a 128 KiB record, nothing read: the broker holds at most
     about twice the 512 KiB budget, stops serving, and serves them all once read."""
-    from twisted.internet import reactor, task
 
     budget = 512 * 1024
     running = await broker_factory(max_output_bytes_per_connection=budget, flush="never")
@@ -394,21 +393,19 @@ async def test_pipelined_fetches_of_a_client_that_never_reads_stay_within_the_bu
         factory = running.top.kafka_factory
         proto: KafkaProtocol | None = None
         peak_buffered = peak_reserved = 0
-        for _ in range(200_000):
+
+        def settled() -> bool:
+            """Whether the broker stopped serving the client; samples the peaks on the way."""
+            nonlocal proto, peak_buffered, peak_reserved
             matches = [k for k in factory.connections if k.transport.getPeer().port == local_port]
-            if matches:
-                proto = matches[0]
-                peak_buffered = max(peak_buffered, _buffered(proto))
-                peak_reserved = max(peak_reserved, proto.budget.reserved)
-                if proto._paused_by_client and not proto.pending:
-                    break
-            await task.deferLater(reactor, 0, lambda: None)
-        else:
-            raise AssertionError(
-                "the broker never stopped serving the client that never reads: "
-                f"{proto and (proto._paused_by_client, proto.pending, _buffered(proto))} "
-                f"{factory.stats[FETCH].requests}"
-            )
+            if not matches:
+                return False
+            proto = matches[0]
+            peak_buffered = max(peak_buffered, _buffered(proto))
+            peak_reserved = max(peak_reserved, proto.budget.reserved)
+            return proto._paused_by_client and not proto.pending
+
+        await reactor_turns(settled)
         assert proto is not None
         served = factory.stats[FETCH].requests
         # Each answer is ~128 KiB: all 300 would be ~38 MiB.

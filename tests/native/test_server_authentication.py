@@ -271,3 +271,36 @@ async def test_the_client_logs_in_again_before_its_session_ends(data_dir: Path) 
         await proto.close()
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_plain_login_is_checked_off_the_reactor(data_dir: Path) -> None:
+    """A PLAIN login against a 1,000,000-iteration credential (~0.3 s of PBKDF2) runs on
+    a thread: its connection reads nothing meanwhile, another client logs in and is
+    served, then the slow login completes as its user."""
+    from tests.conftest import reactor_turns
+
+    add_user(data_dir, "alice", PASSWORD)
+    CredentialStore(data_dir / "credentials").upsert(
+        "slow",
+        "SCRAM-SHA-256",
+        derive_credential(MECHANISMS["SCRAM-SHA-256"], "pw", iterations=1_000_000),
+    )
+    running = await start_broker(data_dir, listen_security="sasl")
+    try:
+        slow = defer.ensureDeferred(client(running, user="slow", password="pw", mechanism="PLAIN"))
+        await reactor_turns(
+            lambda: any("authenticating" in c.reading_paused for c in running.factory.connections)
+        )
+        other = await client(running, user="alice", password=PASSWORD, mechanism="SCRAM-SHA-256")
+        await within(other.create_topic("t", 1))
+        assert await within(other.produce("t", b"k", b"v")) == (0, 0)
+        assert not slow.called, "the PLAIN check held the reactor"
+        c = await within(slow)
+        assert await within(c.produce("t", b"k", b"w")) == (0, 1)
+        principals = {conn.principal for conn in running.factory.connections}
+        assert principals == {Principal("User", "alice"), Principal("User", "slow")}
+        await within(c.close())
+        await within(other.close())
+    finally:
+        await running.stop()

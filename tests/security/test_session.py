@@ -100,3 +100,45 @@ def test_a_certificate_subject_is_mapped_to_the_principal(authn: Authenticator) 
     assert not other.from_certificate("O=x", "peer") and not other.may_serve()
     assert not other.from_certificate(None, "peer")
     assert authn.stats.failures == {"mtls": 2}
+
+
+def test_a_plain_step_is_costly_and_can_be_settled_after_it_ran_elsewhere(
+    authn: Authenticator,
+) -> None:
+    """`exchange`, `attempt`, `settle`: what a front-end does around a thread; the
+    principal is set only by `settle`, on the connection's side."""
+    from rustka.security.session import attempt
+
+    auth = ConnectionAuth(ListenerSecurity("sasl"), authn)
+    scram = auth.start("SCRAM-SHA-256", "peer")
+    assert scram.costly is False
+    auth.server = None
+    server = auth.start("PLAIN", "peer")
+    assert server.costly is True
+    assert auth.exchange() is server
+    outcome = attempt(server, b"\0alice\0pw")
+    assert outcome == b"" and not auth.authenticated
+    assert auth.settle(server, outcome, "peer") == b""
+    assert auth.authenticated and auth.principal == Principal("User", "alice")
+    with pytest.raises(AuthenticationFailed, match="no SASL exchange"):
+        auth.exchange()
+    failed = attempt(auth.start("PLAIN", "peer"), b"\0alice\0wrong")
+    assert isinstance(failed, AuthenticationFailed)
+
+
+def test_an_outcome_for_an_exchange_that_is_no_longer_current_fails(
+    authn: Authenticator,
+) -> None:
+    """A second token arrived while the first was checked: even a correct password
+    does not log the connection in."""
+    from rustka.security.session import attempt
+
+    auth = ConnectionAuth(ListenerSecurity("sasl"), authn)
+    first = auth.start("PLAIN", "peer")
+    outcome = attempt(first, b"\0alice\0pw")
+    with pytest.raises(AuthenticationFailed):
+        auth.step(b"\0alice\0pw", "peer")  # the same exchange's second message
+    with pytest.raises(AuthenticationFailed, match="another token arrived"):
+        auth.settle(first, outcome, "peer")
+    assert not auth.authenticated and auth.principal == ANONYMOUS
+    assert authn.stats.failures == {"PLAIN": 2} and authn.stats.successes == {}
