@@ -315,6 +315,56 @@ async def test_a_v0_plain_token_is_checked_on_a_thread_and_holds_what_follows(
         await running.stop()
 
 
+def v1_plain_pipelined(port: int, password: str) -> tuple[int, str | None]:
+    """SaslHandshake v1, then SaslAuthenticate with PLAIN's token and a Metadata request
+    in one write; (the login's error code, how the Metadata request ended: "served",
+    or None when the connection closed before answering it)."""
+    from rustka.kafka import messages
+
+    conn = _RawKafka(port)
+    try:
+        conn.send(messages.encode_request(17, 1, 1, "raw", {"mechanism": "PLAIN"}))
+        assert conn.receive() is not None
+        token = b"\0admin\0" + password.encode()
+        login = messages.encode_request(36, 1, 2, "raw", {"auth_bytes": token})
+        metadata = messages.encode_request(3, 1, 3, "raw", {"topics": []})
+        conn.sock.sendall(b"".join(len(f).to_bytes(4, "big") + f for f in (login, metadata)))
+        answer = conn.receive()
+        assert answer is not None
+        correlation, body = messages.decode_response(36, 1, answer)
+        assert correlation == 2
+        served = conn.receive()
+        if served is None:
+            return body["error_code"], None
+        correlation, meta = messages.decode_response(3, 1, served)
+        assert correlation == 3 and meta["brokers"]
+        return body["error_code"], "served"
+    finally:
+        conn.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_request_pipelined_behind_a_plain_login_waits_for_it(data_dir: Path) -> None:
+    """SaslAuthenticate's PLAIN check runs on a thread; a Metadata request in the same
+    write is read only once the login is answered, so it is served as the user, not
+    refused as sent before authenticating; after a failed login it is never served."""
+    CredentialStore(data_dir / "credentials").upsert(
+        "admin", "SCRAM-SHA-256", derive_credential(MECHANISMS["SCRAM-SHA-256"], ADMIN_PASSWORD)
+    )
+    running = await start_broker(
+        data_dir, listen_security="sasl", connection_failed_authentication_delay_ms=0
+    )
+    try:
+        ok = await within(threads.deferToThread(v1_plain_pipelined, running.port, ADMIN_PASSWORD))
+        assert ok == (0, "served")
+        refused = await within(threads.deferToThread(v1_plain_pipelined, running.port, "wrong"))
+        assert refused == (58, None)
+        stats = running.top.authenticator.stats
+        assert stats.successes == {"PLAIN": 1} and stats.failures == {"PLAIN": 1}
+    finally:
+        await running.stop()
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_v0_handshake_exchanges_bare_tokens(data_dir: Path) -> None:
     """Kafka before 1.0: after SaslHandshake v0 the tokens travel as bare frames."""
