@@ -285,6 +285,17 @@ class TransactionCoordinator:
         """Transactions open or being completed (metrics)."""
         return sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
 
+    def pending_offsets(self, group: str) -> set[PartitionKey]:
+        """``group``'s partitions with an offset staged by a transaction not yet
+        completed (until just after EndTxn's answer): a consumer asking for stable
+        offsets (OffsetFetch ``require_stable``) must wait for them, or it would start
+        from the offset before the commit and process the transaction's input again."""
+        pending: set[PartitionKey] = set()
+        for meta in self._meta.values():
+            if meta.state == ONGOING or meta.state in PREPARING:
+                pending.update(meta.offsets.get(group, ()))
+        return pending
+
     # -- plumbing ----------------------------------------------------------------
 
     def _locked(self, transactional_id: str, f: Callable[..., Any], *args: Any) -> Any:

@@ -32,6 +32,14 @@ from rustka.storage.offsets import METADATA_MAX_BYTES
 _INT32_MIN = -(2**31)
 _GROUP_KEY = 0
 _NO_OFFSET = -1
+# A partition with a transaction's offset still pending, under require_stable: the
+# client retries until the transaction ends (Kafka sends no offset with it).
+_UNSTABLE_OFFSET = {
+    "committed_offset": _NO_OFFSET,
+    "committed_leader_epoch": -1,
+    "metadata": "",
+    "error_code": E.UNSTABLE_OFFSET_COMMIT,
+}
 
 
 def _valid_group(group_id: str) -> bool:
@@ -236,6 +244,7 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
         return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
     committed: Mapping[tuple[str, int], int] = ctx.broker.committed_offsets(group)
     metadata = ctx.broker.committed_metadata(group)
+    unstable = ctx.broker.transactions.pending_offsets(group) if body.get("require_stable") else ()
     wanted: dict[str, list[int]] = {}
     if requested is None:  # v2+: every partition the group committed
         for topic, partition in sorted(committed):
@@ -249,7 +258,9 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
             {
                 "name": name,
                 "partitions": [
-                    {
+                    _UNSTABLE_OFFSET | {"partition_index": index}
+                    if (name, index) in unstable
+                    else {
                         "partition_index": index,
                         "committed_offset": committed.get((name, index), _NO_OFFSET),
                         "committed_leader_epoch": -1,

@@ -782,6 +782,8 @@ OFFSET_FETCH_REQUEST = _msg(
         [F("name", STRING), F("partition_indexes", Array(INT32))],
         nullable="2+",
     ),
+    # v7: answer UNSTABLE_OFFSET_COMMIT where a transaction has an offset staged.
+    F("require_stable", BOOL, "7+"),
 )
 OFFSET_FETCH_RESPONSE = _msg(
     "OffsetFetchResponse",
@@ -1243,7 +1245,7 @@ APIS: Final[dict[int, ApiSpec]] = dict(
         _api(
             ApiKey.OFFSET_FETCH,
             "OffsetFetch",
-            (1, 5),
+            (1, 7),
             6,
             OFFSET_FETCH_REQUEST,
             OFFSET_FETCH_RESPONSE,

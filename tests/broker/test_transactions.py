@@ -123,6 +123,33 @@ async def open_transaction(running: Any) -> tuple[int, int]:
 
 
 @pytest_twisted.ensureDeferred
+async def test_staged_offsets_are_pending_until_the_transaction_ends(data_dir: Path) -> None:
+    """What OffsetFetch's require_stable waits for: a group's partitions with an offset
+    staged in a transaction that has not completed, for that group only; an added
+    group with nothing staged yet holds nothing back; both outcomes end it."""
+    running = await start_broker(data_dir)
+    try:
+        core = running.broker
+        txn = core.transactions
+        pid, epoch = await open_transaction(running)
+        assert txn.pending_offsets("g") == {("t", 0)}
+        assert txn.pending_offsets("other") == set()
+        await within(txn.end_transaction("b", pid, epoch, False))
+        await within(txn.settled("b"))  # the completion, just after EndTxn's answer
+        assert txn.pending_offsets("g") == set()
+        await within(txn.add_offsets("b", pid, epoch, "g"))
+        assert txn.pending_offsets("g") == set()
+        await within(txn.txn_offset_commit("b", pid, epoch, "g", {("t", 0): (3, "")}))
+        assert txn.pending_offsets("g") == {("t", 0)}
+        await within(txn.end_transaction("b", pid, epoch, True))
+        await within(txn.settled("b"))
+        assert txn.pending_offsets("g") == set()
+        assert core.committed_offsets("g") == {("t", 0): 3}
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
 async def test_an_open_transaction_survives_a_restart_and_commits_after_it(data_dir: Path) -> None:
     running = await start_broker(data_dir)
     try:

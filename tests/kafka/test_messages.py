@@ -97,7 +97,7 @@ EXPECTED_TABLE = {
     12: ("Heartbeat", 0, 3, 4),
     13: ("LeaveGroup", 0, 3, 4),
     8: ("OffsetCommit", 2, 7, 8),
-    9: ("OffsetFetch", 1, 5, 6),
+    9: ("OffsetFetch", 1, 7, 6),
     16: ("ListGroups", 0, 4, 3),
     15: ("DescribeGroups", 0, 4, 5),
     # Admin APIs (docs/kafka.md, "APIs and versions").
@@ -165,6 +165,9 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (25, 3),
         (26, 3),
         (28, 3),
+        # OffsetFetch v6-7: v7's require_stable (KIP-447) for read_committed consumers.
+        (9, 6),
+        (9, 7),
     }
 
 
@@ -506,6 +509,10 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (9, 2, {"group_id": "g", "topics": None}, "0001 67 ffffffff"),  # null = all topics
     (9, 5, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": []}]},
      "0001 67 00000001 " + TOPIC_T + " 00000000"),
+    (9, 6, {"group_id": "g", "topics": None}, "02 67 00 00"),  # flexible: compact null
+    (9, 7, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}],
+            "require_stable": True},
+     "02 67 02 02 74 02 00000000 00 01 00"),  # v7+: require_stable, before the tags
     # ListGroups has an empty body
     (16, 0, {}, ""),
     (16, 2, {}, ""),
@@ -823,6 +830,12 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
             "error_code": 16},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000004 ffffffff ffff 0000"
      " 0010"),  # top-level error code comes last
+    (9, 6, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 4, "metadata": None, "error_code": 0}]}]},
+     "00000000 02 02 74 02 00000000 0000000000000004 ffffffff 00 0000 00 00 0000 00"),
+    (9, 7, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": -1, "metadata": "", "error_code": 88}]}]},
+     "00000000 02 02 74 02 00000000 ffffffffffffffff ffffffff 01 0058 00 00 0000 00"),
     # ListGroups
     (16, 0, {"groups": [{"group_id": "g", "protocol_type": "consumer"}]},
      "0000 00000001 0001 67 " + CONSUMER),

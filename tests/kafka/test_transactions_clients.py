@@ -407,3 +407,60 @@ async def test_kcat_reads_only_committed_records(broker: Any) -> None:
     )
     offsets = [int(line.split(" ", 1)[0]) for line in everything.splitlines() if line]
     assert offsets == [0, 1, 2, 4, 5, 7]
+
+
+def open_with_offsets(bootstrap: str) -> Any:
+    """A transaction left open with group ``stable-g``'s offset 7 on ``stable``-0 staged."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": "stable-g"})
+    producer = transactional_producer(bootstrap, "t-stable")
+    producer.begin_transaction()
+    producer.produce("stable", value=b"output", partition=0)
+    producer.send_offsets_to_transaction(
+        [TopicPartition("stable", 0, 7)], group.consumer_group_metadata(), 20
+    )
+    group.close()
+    return producer
+
+
+def committed_offset(bootstrap: str, isolation: str) -> int:
+    """What a consumer of group ``stable-g`` finds committed for ``stable``-0."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "stable-g", "isolation.level": isolation}
+    )
+    try:
+        [tp] = consumer.committed([TopicPartition("stable", 0)], 60)
+        assert tp.error is None, tp.error
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_read_committed_consumer_waits_for_offsets_a_transaction_staged(
+    broker: Any,
+) -> None:
+    """KIP-447: librdkafka's read_committed consumer asks OffsetFetch v7 for stable
+    offsets. While a transaction holds an offset for its group it is answered
+    UNSTABLE_OFFSET_COMMIT and asks again, so a consumer taking over a partition
+    starts from the transaction's offset, not the one before it (which would read
+    the transaction's input twice); read_uncommitted gets the committed one at once."""
+    from tests.conftest import reactor_turns
+
+    core = broker.broker
+    await within(core.create_topic("stable", 1))
+    producer = await within(threads.deferToThread(open_with_offsets, broker.address), 60)
+    assert core.transactions.pending_offsets("stable-g") == {("stable", 0)}
+    uncommitted = threads.deferToThread(committed_offset, broker.address, "read_uncommitted")
+    assert await within(uncommitted, 60) == -1001  # nothing committed yet: OFFSET_INVALID
+    offset_fetch = broker.top.kafka_factory.api_stats(9)
+    unstable_before = offset_fetch.errors.get(88, 0)
+    waiting = threads.deferToThread(committed_offset, broker.address, "read_committed")
+    await reactor_turns(lambda: offset_fetch.errors.get(88, 0) >= unstable_before + 2, 30)
+    assert not waiting.called, "the consumer took an offset while the transaction held one"
+    await within(threads.deferToThread(producer.commit_transaction, 20), 60)
+    assert await within(waiting, 60) == 7
+    assert core.transactions.pending_offsets("stable-g") == set()
