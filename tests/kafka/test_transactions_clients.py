@@ -6,13 +6,17 @@ broker: committed records reach read_committed consumers, aborted ones do not
 reader shows); send_offsets_to_transaction in a consume-transform-produce
 loop commits the group's offsets with the output and only then; a newer
 producer with the same transactional id fences the older one; a transaction
-left open past its timeout is aborted by the broker. aiokafka's transactional
-producer commits and aborts too.
+left open past its timeout is aborted by the broker; a consume-transform-produce
+program SIGKILLed in the middle of a transaction and started again gives each
+input exactly one output; a read_committed consumer waits for offsets a
+transaction has staged. aiokafka's transactional producer commits and aborts too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest_twisted
@@ -464,3 +468,46 @@ async def test_a_read_committed_consumer_waits_for_offsets_a_transaction_staged(
     await within(threads.deferToThread(producer.commit_transaction, 20), 60)
     assert await within(waiting, 60) == 7
     assert core.transactions.pending_offsets("stable-g") == set()
+
+
+def test_consume_transform_produce_killed_in_a_transaction_gives_each_input_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 20's crash in the middle: tests/kafka/transform_program.py commits one
+    transaction, then is SIGKILLed with the next one's output stored and its offsets
+    staged. Started again with the same transactional id, it fences and aborts that
+    transaction, resumes from the offsets the first one committed and finishes: a
+    read_committed reader sees each input exactly once, in order, the aborted output
+    is stored but skipped, and the group's offset is the input's end."""
+    from tests.kafka import real_clients as rc
+    from tools.twistd_process import OutputProcess, start_broker
+
+    program = [sys.executable, str(Path(__file__).with_name("transform_program.py"))]
+    inputs = [(None, b"record-%d" % i) for i in range(12)]
+    with start_broker(tmp_path / "data") as daemon:
+        bootstrap = f"127.0.0.1:{daemon.port}"
+        env = {"BOOTSTRAP": bootstrap, "END": "12"}
+        rc.confluent_produce(bootstrap, "ctp-in", inputs)
+        with OutputProcess(program, env={**env, "STOP_AFTER": "1"}) as first:
+            first.wait_for("in the middle of a transaction", 90)
+            first.kill()
+        stored = read_all(bootstrap, "ctp-out", False)
+        assert len(stored) >= 3  # the first transaction's output and the killed one's
+        with OutputProcess(program, env=env) as second:
+            second.wait_for("done after", 120)
+            assert second.proc.wait(timeout=60) == 0, "".join(second.output)
+        assert read_all(bootstrap, "ctp-out", True) == [b"RECORD-%d" % i for i in range(12)]
+        assert len(read_all(bootstrap, "ctp-out", False)) > 12  # the aborted output stays
+        assert rc_committed(bootstrap, "ctp-kill", "ctp-in") == 12
+
+
+def rc_committed(bootstrap: str, group: str, topic: str) -> int:
+    """The group's committed offset on the topic's partition 0, as a consumer reads it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [tp] = consumer.committed([TopicPartition(topic, 0)], 30)
+        return int(tp.offset)
+    finally:
+        consumer.close()
