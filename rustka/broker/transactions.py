@@ -82,6 +82,8 @@ PartitionKey = tuple[str, int]
 MAX_EPOCH = 32767
 ONGOING, EMPTY = TxnState.ONGOING, TxnState.EMPTY
 PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+# Begun and not yet completed: what holds a last stable offset or staged offsets back.
+OPEN = (ONGOING, *PREPARING)
 
 
 class TransactionsCore(Protocol):
@@ -219,7 +221,7 @@ class TransactionCoordinator:
         covered = {
             (m.producer_id, topic, partition)
             for m in self._meta.values()
-            if m.state == ONGOING or m.state in PREPARING
+            if m.state in OPEN
             for topic, partition in m.partitions
         }
         jobs = []
@@ -283,7 +285,7 @@ class TransactionCoordinator:
 
     def open_count(self) -> int:
         """Transactions open or being completed (metrics)."""
-        return sum(1 for m in self._meta.values() if m.state == ONGOING or m.state in PREPARING)
+        return sum(1 for m in self._meta.values() if m.state in OPEN)
 
     def pending_offsets(self, group: str) -> set[PartitionKey]:
         """``group``'s partitions with an offset staged by a transaction not yet
@@ -292,7 +294,7 @@ class TransactionCoordinator:
         from the offset before the commit and process the transaction's input again."""
         pending: set[PartitionKey] = set()
         for meta in self._meta.values():
-            if meta.state == ONGOING or meta.state in PREPARING:
+            if meta.state in OPEN:
                 pending.update(meta.offsets.get(group, ()))
         return pending
 
