@@ -21,7 +21,7 @@ import pytest
 from rustka.config import Config
 from rustka.storage.offsets import OffsetsStore
 from rustka.storage.topic import read_topic_config
-from tests.kafka.real_clients import Record, confluent_read, kcat
+from tests.kafka.real_clients import Record, confluent_committed, confluent_read, kcat
 from tools import app_venvs
 from tools.twistd_process import OutputProcess, Twistd, start_broker
 
@@ -116,14 +116,7 @@ def partitions_of(bootstrap: str, topic: str) -> int:
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
     """The group's committed offsets of the topic's partitions (OffsetFetch)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        return [tp.offset for tp in consumer.committed(tps, timeout=30)]
-    finally:
-        consumer.close()
+    return confluent_committed(bootstrap, group, topic, partitions)
 
 
 def wait_committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:

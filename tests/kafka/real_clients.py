@@ -115,6 +115,25 @@ def confluent_read_all(
         consumer.close()
 
 
+def confluent_committed(
+    bootstrap: str, group: str, topic: str, partitions: int = 1, **conf: Any
+) -> list[int]:
+    """The group's committed offsets of the topic's partitions, as a confluent-kafka
+    consumer reads them (OffsetFetch; -1001 where nothing is committed). A partition
+    that comes back with an error fails."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **conf})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 60)
+        for tp in tps:
+            if tp.error is not None:
+                raise AssertionError(f"committed offset of {topic}-{tp.partition}: {tp.error}")
+        return [int(tp.offset) for tp in tps]
+    finally:
+        consumer.close()
+
+
 def kafka_python_produce(
     bootstrap: str, topic: str, records: list[Record], partition: int = 0, **conf: Any
 ) -> list[tuple[int, int]]:

@@ -430,17 +430,12 @@ def open_with_offsets(bootstrap: str) -> Any:
 
 def committed_offset(bootstrap: str, isolation: str) -> int:
     """What a consumer of group ``stable-g`` finds committed for ``stable``-0."""
-    from confluent_kafka import Consumer, TopicPartition
+    from tests.kafka import real_clients as rc
 
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "stable-g", "isolation.level": isolation}
+    [offset] = rc.confluent_committed(
+        bootstrap, "stable-g", "stable", **{"isolation.level": isolation}
     )
-    try:
-        [tp] = consumer.committed([TopicPartition("stable", 0)], 60)
-        assert tp.error is None, tp.error
-        return int(tp.offset)
-    finally:
-        consumer.close()
+    return offset
 
 
 @pytest_twisted.ensureDeferred
@@ -498,16 +493,4 @@ def test_consume_transform_produce_killed_in_a_transaction_gives_each_input_once
             assert second.proc.wait(timeout=60) == 0, "".join(second.output)
         assert read_all(bootstrap, "ctp-out", True) == [b"RECORD-%d" % i for i in range(12)]
         assert len(read_all(bootstrap, "ctp-out", False)) > 12  # the aborted output stays
-        assert rc_committed(bootstrap, "ctp-kill", "ctp-in") == 12
-
-
-def rc_committed(bootstrap: str, group: str, topic: str) -> int:
-    """The group's committed offset on the topic's partition 0, as a consumer reads it."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        [tp] = consumer.committed([TopicPartition(topic, 0)], 30)
-        return int(tp.offset)
-    finally:
-        consumer.close()
+        assert rc.confluent_committed(bootstrap, "ctp-kill", "ctp-in") == [12]
