@@ -38,7 +38,8 @@ def layer_of(module: str) -> str:
         return "external"
     if parts[1] in TOP_LEVEL or parts[1] in ("__init__", "producer", "consumer"):
         return "top" if parts[1] in TOP_LEVEL or parts[1] == "__init__" else "shim"
-    if parts[1] == "native" and len(parts) > 2 and parts[2] == "codec":
+    # The codec's engine and declarations are the codec: what it re-exports to the client.
+    if parts[1] == "native" and len(parts) > 2 and parts[2] in ("codec", "wire", "messages"):
         return "native.codec"
     return parts[1]
 
