@@ -66,7 +66,7 @@ _KEY_FIRST_BYTES: Final = frozenset(key.to_bytes(2, "big", signed=True)[0] for k
 _KAFKA_KEYS: Final = range(0, 128)
 _KAFKA_VERSIONS: Final = range(0, 32)
 #: What a generated decoder may raise besides KafkaCodecError on hostile bytes (the
-#: codec's entry points translate the same ones; rustka/kafka/schema.py).
+#: codec's entry points translate the same ones; rustka/kafka/schema/).
 _DECODE_ERRORS: Final = (struct.error, IndexError, ValueError)
 
 
