@@ -307,8 +307,7 @@ api(
     INCREMENTAL_ALTER_CONFIGS_RESPONSE,
 )
 
-# --- Admin APIs of issue 18 item 3: CreatePartitions (37), DeleteGroups (42), ----------
-# --- OffsetDelete (47) -----------------------------------------------------------------
+# --- CreatePartitions (37): docs/kafka.md, "Admin APIs" --------------------------------
 
 CREATE_PARTITIONS_REQUEST = msg(
     "CreatePartitionsRequest",
@@ -337,7 +336,7 @@ CREATE_PARTITIONS_RESPONSE = msg(
     ),
 )
 
-# Admin APIs (docs/kafka.md, "Admin APIs"): the non-flexible versions.
+# The non-flexible versions.
 api(
     ApiKey.CREATE_PARTITIONS,
     "CreatePartitions",

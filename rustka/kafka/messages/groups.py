@@ -296,6 +296,9 @@ api(
     DESCRIBE_GROUPS_RESPONSE,
 )
 
+# --- DeleteGroups (42), OffsetDelete (47): docs/kafka.md, "Admin APIs" -----------------
+# The non-flexible versions.
+
 DELETE_GROUPS_REQUEST = msg("DeleteGroupsRequest", F("groups_names", Array(STRING)))
 
 DELETE_GROUPS_RESPONSE = msg(
