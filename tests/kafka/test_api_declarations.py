@@ -67,3 +67,10 @@ def test_a_key_declared_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="declared twice"):
         api(ApiKey.HEARTBEAT, "Heartbeat", (0, 0), None, st, st)
     assert APIS[ApiKey.HEARTBEAT].request is not st
+
+
+def test_a_name_that_is_not_its_keys_is_refused() -> None:
+    st = msg("Nothing")
+    with pytest.raises(ValueError, match=r"'Heartbeats' is declared under ApiKey\.HEARTBEAT"):
+        api(ApiKey.HEARTBEAT, "Heartbeats", (0, 0), None, st, st)
+    assert APIS[ApiKey.HEARTBEAT].name == "Heartbeat"

@@ -9,6 +9,7 @@ __init__.py checks that every key has exactly one declaration.
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import Final
 
@@ -82,7 +83,13 @@ def api(
     response_header_v0_always: bool = False,
     advertised_min_version: int | None = None,
 ) -> ApiSpec:
-    """Declare one API and register it in `APIS`; a key declared twice is refused."""
+    """Declare one API and register it in `APIS`.
+
+    A key declared twice, or a name that is not its key's (``ListOffsets`` for
+    ``ApiKey.LIST_OFFSETS``), is refused, so `ApiKey` and `APIS` cannot drift apart.
+    """
+    if re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper() != key.name:
+        raise ValueError(f"api {name!r} is declared under ApiKey.{key.name}")
     if int(key) in APIS:
         raise ValueError(f"api key {int(key)} ({name}) is declared twice")
     spec = ApiSpec(
