@@ -1,8 +1,9 @@
 """Kafka API handlers: each turns one decoded request into calls on the broker core.
 
 A handler takes the request context, the API version and the decoded body (the
-dict shape of `rustka.kafka.messages`) and returns the response body, a
-Deferred of it, or None when Kafka sends no response (Produce with acks=0);
+dict shape of `rustka.kafka.messages`) and returns the response body or a
+Deferred of it; Produce answers in full even under acks=0, since whether that
+producer hears nothing or is hung up on is `rustka.kafka.apis.dispatch`'s rule;
 `rustka.kafka.context` defines what it is given. Handlers never touch storage
 or the native protocol: the core is the only thing they call, so both
 front-ends see the same topics, offsets and groups.
@@ -152,7 +153,7 @@ _ZSTD = 4
 _FIRST_ZSTD_PRODUCE = 7
 
 
-def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None] | None:
+def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None]:
     broker = ctx.broker
     acks = body["acks"]
     topic_data = body["topic_data"]
@@ -178,7 +179,7 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             }
             for topic in topic_data
         ]
-        return _produce_answer(ctx, acks, refused)
+        return _produce_answer(refused)
     jobs: list[defer.Deferred[Body]] = []
     topics_out: list[Body] = []
     for topic in topic_data:
@@ -202,16 +203,16 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             jobs.append(d)
             parts_out.append({"index": index})  # replaced when the append finishes
     if not jobs:
-        return _produce_answer(ctx, acks, topics_out)
+        return _produce_answer(topics_out)
 
     # Each partition's result is written back into its place in topics_out.
     places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
 
-    def gathered(results: list[Body]) -> Body | None:
+    def gathered(results: list[Body]) -> Body:
         for place, result in zip(places, results, strict=True):
             place.clear()
             place.update(result)
-        return _answer_body(ctx, acks, topics_out)
+        return _produce_body(topics_out)
 
     if len(jobs) == 1:
         # One partition (a one-record producer's every request): its own Deferred is
@@ -262,31 +263,8 @@ def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
     return None
 
 
-def _produce_answer(
-    ctx: RequestContext, acks: int, topics: list[Body]
-) -> defer.Deferred[Body | None] | None:
-    answer = _answer_body(ctx, acks, topics)
-    return None if answer is None else defer.succeed(answer)
-
-
-def _answer_body(ctx: RequestContext, acks: int, topics: list[Body]) -> Body | None:
-    """The response, or None for acks=0, whose failures close the connection instead.
-
-    Kafka hangs up on an acks=0 producer whose request failed anywhere: it gets
-    no answer to read the error from, and reconnecting makes it refresh its
-    metadata.
-    """
-    if acks != 0:
-        return _produce_body(topics)
-    failed = [
-        f"{t['name']}[{p['index']}] error {p['error_code']}"
-        for t in topics
-        for p in t["partition_responses"]
-        if p.get("error_code")
-    ]
-    if failed:
-        ctx.connection.close_after_answers("acks=0 Produce failed: " + ", ".join(failed[:3]))
-    return None
+def _produce_answer(topics: list[Body]) -> defer.Deferred[Body | None]:
+    return defer.succeed(_produce_body(topics))
 
 
 def _produce_body(topics: list[Body]) -> Body:
