@@ -27,6 +27,16 @@ from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEnt
 from rustka.kafka import txn_handlers
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
+from rustka.record.header import (
+    ATTRIBUTES_LOW_AT,
+    CODEC_MASK,
+    LENGTH_AT,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_AT,
+    MIN_BATCH_LENGTH,
+    is_transactional_batch,
+)
 
 # Kafka's answer for "no such record": ListOffsets' timestamp and offset of -1.
 _NONE = -1
@@ -137,17 +147,9 @@ def _valid_topic_name(name: str) -> bool:
 # -- Produce (0) -----------------------------------------------------------------
 
 # The request-level checks Kafka makes before the log validator sees a partition's
-# records (docs/kafka.md, "Produce validation, rule by rule"). Offsets into the
-# first batch's header: batchLength, magic, and the low byte of the attributes.
+# records (docs/kafka.md, "Produce validation, rule by rule") read only the first
+# batch's header (`rustka.record.header`).
 _BATCH_LENGTH = struct.Struct(">i")
-_BATCH_LENGTH_AT = 8
-_MAGIC_AT = 16
-_ATTRIBUTES_LOW_AT = 22
-_BATCH_MAGIC = 2
-_LOG_OVERHEAD = 12
-_MIN_BATCH_LENGTH = 49
-_CODEC_MASK = 0x07
-_TRANSACTIONAL_BIT = 0x10
 _ZSTD = 4
 # Produce v7 is the first that may carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE = 7
@@ -161,7 +163,9 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
     # the core (docs/kafka.md, "Transactions"); the id comes from the request.
     transactional_id = body.get("transactional_id")
     if transactional_id is None and any(
-        _transactional(part["records"]) for topic in topic_data for part in topic["partition_data"]
+        is_transactional_batch(part["records"])
+        for topic in topic_data
+        for part in topic["partition_data"]
     ):
         # Kafka's KafkaApis: transactional records without a transactional id are not
         # authorized, and the whole request is refused.
@@ -221,16 +225,6 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
     return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
 
 
-def _transactional(records: Any) -> bool:
-    """Kafka's test: the first batch of a partition's records is a transactional v2 batch."""
-    return (
-        records is not None
-        and len(records) > _ATTRIBUTES_LOW_AT
-        and records[_MAGIC_AT] == _BATCH_MAGIC
-        and bool(records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL_BIT)
-    )
-
-
 def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
     """What Kafka's ProduceRequest.validateRecords refuses, as (error code, message).
 
@@ -240,25 +234,25 @@ def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
     if records is None or len(records) == 0:
         return E.INVALID_RECORD, "Produce v3+ needs one record batch per partition"
     size = len(records)
-    if size > _MAGIC_AT and records[_MAGIC_AT] != _BATCH_MAGIC:
-        return E.INVALID_RECORD, f"magic {records[_MAGIC_AT]}: Produce v3+ carries only magic 2"
+    if size > MAGIC_AT and records[MAGIC_AT] != MAGIC:
+        return E.INVALID_RECORD, f"magic {records[MAGIC_AT]}: Produce v3+ carries only magic 2"
     if (
         version < _FIRST_ZSTD_PRODUCE
-        and size > _ATTRIBUTES_LOW_AT
-        and records[_ATTRIBUTES_LOW_AT] & _CODEC_MASK == _ZSTD
+        and size > ATTRIBUTES_LOW_AT
+        and records[ATTRIBUTES_LOW_AT] & CODEC_MASK == _ZSTD
     ):
         return (
             E.UNSUPPORTED_COMPRESSION_TYPE,
             f"Produce v{version} may not carry zstd; v{_FIRST_ZSTD_PRODUCE}+ may",
         )
-    if size >= _LOG_OVERHEAD:
-        (length,) = _BATCH_LENGTH.unpack_from(records, _BATCH_LENGTH_AT)
+    if size >= LOG_OVERHEAD:
+        (length,) = _BATCH_LENGTH.unpack_from(records, LENGTH_AT)
         # A length too short for a batch header is the validator's CORRUPT_MESSAGE.
-        if length >= _MIN_BATCH_LENGTH and size > length + _LOG_OVERHEAD:
+        if length >= MIN_BATCH_LENGTH and size > length + LOG_OVERHEAD:
             return (
                 E.INVALID_RECORD,
                 f"Produce v3+ carries exactly one record batch per partition; "
-                f"{size - length - _LOG_OVERHEAD} bytes follow the first batch",
+                f"{size - length - LOG_OVERHEAD} bytes follow the first batch",
             )
     return None
 

@@ -31,6 +31,7 @@ from rustka.names import OFFSETS_TOPIC
 from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.record.compression import codec_name
 from rustka.record.control import ABORT, COMMIT, marker_type
+from rustka.record.header import CODEC_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 from rustka.settings import ConfigError
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
@@ -122,10 +123,10 @@ def _header_json(pos: int, header: BatchHeader, ok: bool) -> dict[str, Any]:
         "crc": header.crc,
         "crc_ok": ok,
         "attributes": attributes,
-        "compression": codec_name(attributes & 0x07),
-        "timestamp_type": "LogAppendTime" if attributes & 0x08 else "CreateTime",
-        "transactional": bool(attributes & 0x10),
-        "control": bool(attributes & 0x20),
+        "compression": codec_name(attributes & CODEC_MASK),
+        "timestamp_type": "LogAppendTime" if attributes & TIMESTAMP_TYPE_BIT else "CreateTime",
+        "transactional": bool(attributes & TRANSACTIONAL_BIT),
+        "control": bool(attributes & CONTROL_BIT),
         "base_timestamp": header.base_timestamp,
         "max_timestamp": header.max_timestamp,
         "producer_id": header.producer_id,
@@ -161,7 +162,7 @@ def dump_segment(path: Path) -> dict[str, Any]:
             entry["error"] = str(exc)
             problems.append(Problem(str(path), pos, str(exc)))
         else:
-            if header.attributes & 0x20:
+            if header.attributes & CONTROL_BIT:
                 kind = marker_type(data, pos)
                 entry["marker"] = None if kind is None else {COMMIT: "COMMIT", ABORT: "ABORT"}[kind]
             entry["records"] = [
