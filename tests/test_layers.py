@@ -75,6 +75,15 @@ def test_no_module_imports_a_layer_above_its_own(path: Path) -> None:
         assert target in allowed, f"{module} ({own}) imports {imported} ({target})"
 
 
+@pytest.mark.parametrize("package", ["record", "storage"])
+def test_the_lowest_layers_never_import_the_configuration(package: str) -> None:
+    """Settings are read above storage and handed down (a `LogConfig`, a check
+    function), so storage runs in tools and a second engine without the config."""
+    for path in sorted((ROOT / package).rglob("*.py")):
+        found = {n for n in imports_of(path) if n.startswith(("rustka.config", "rustka.settings"))}
+        assert not found, f"{path} imports {sorted(found)}"
+
+
 def test_the_table_covers_every_package() -> None:
     packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages == {

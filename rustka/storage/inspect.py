@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rustka.config import Config
 from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
 from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.record.compression import codec_name
 from rustka.record.control import ABORT, COMMIT, marker_type
 from rustka.record.header import CODEC_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
-from rustka.settings import ConfigError
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
     CLEANER_CHECKPOINT_FILE,
@@ -58,7 +57,19 @@ from rustka.storage.offsets import decode_key, decode_value
 from rustka.storage.time_index import TIME_INDEX_ENTRY
 from rustka.storage.txn_log import TRANSACTIONS_DIR
 
-__all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]
+__all__ = [
+    "Problem",
+    "Report",
+    "TopicConfigCheck",
+    "check_data_dir",
+    "dump_path",
+    "dump_segment",
+    "format_dump",
+]
+
+TopicConfigCheck = Callable[[Mapping[str, str]], str | None]
+"""What is wrong with a topic's own configs, or None. Which configs a broker accepts is
+the configuration layer's knowledge, above storage, so the caller hands it in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +285,12 @@ def _read(path: Path) -> bytes:
 # --------------------------------------------------------------------------- check
 
 
-def check_data_dir(data_dir: Path) -> Report:
-    """Verify every segment, index, time index and checkpoint under ``data_dir``; read-only."""
+def check_data_dir(data_dir: Path, topic_config_problem: TopicConfigCheck | None = None) -> Report:
+    """Verify every segment, index, time index and checkpoint under ``data_dir``; read-only.
+
+    Each topic's config file is checked for damage, and its configs with
+    ``topic_config_problem`` when one is given.
+    """
     data_dir = Path(data_dir)
     report = Report()
     if not data_dir.is_dir():
@@ -287,7 +302,7 @@ def check_data_dir(data_dir: Path) -> Report:
     for entry in sorted(data_dir.iterdir()):
         if entry.name in (OFFSETS_TOPIC, TRANSACTIONS_DIR) or not entry.is_dir():
             continue
-        _check_topic_config(entry, report)
+        _check_topic_config(entry, report, topic_config_problem)
         partitions.extend(
             sub for sub in sorted(entry.iterdir()) if sub.is_dir() and sub.name.isdigit()
         )
@@ -306,7 +321,9 @@ def check_data_dir(data_dir: Path) -> Report:
     return report
 
 
-def _check_topic_config(directory: Path, report: Report) -> None:
+def _check_topic_config(
+    directory: Path, report: Report, topic_config_problem: TopicConfigCheck | None
+) -> None:
     """The topic's own configs: an intact file, and every config one the broker accepts."""
     path = directory / TOPIC_CONFIG_FILE
     leftover = path.with_name(TOPIC_CONFIG_FILE + ".tmp")
@@ -323,10 +340,9 @@ def _check_topic_config(directory: Path, report: Report) -> None:
     except DamagedFile as e:
         report.problems.append(Problem(str(path), None, f"damaged: {e}"))
         return
-    try:
-        Config().log_config(configs)
-    except ConfigError as e:
-        report.problems.append(Problem(str(path), None, str(e)))
+    problem = None if topic_config_problem is None else topic_config_problem(configs)
+    if problem is not None:
+        report.problems.append(Problem(str(path), None, problem))
 
 
 def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:
