@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import task, threads
 
@@ -27,6 +28,8 @@ from rustka.record.control import ABORT, COMMIT, marker_type
 from rustka.storage.partition_log import PartitionLog
 from rustka.storage.txn_log import TxnState
 from tests.conftest import within
+
+pytestmark = pytest.mark.clients
 
 QUICK = {"socket.timeout.ms": 10000, "message.timeout.ms": 15000}
 # librdkafka compresses a batch only when that makes it smaller.
