@@ -19,6 +19,7 @@ TOP_LEVEL = {
     "allocation",
     "connections",
     "eager_write",
+    "fast_paths",
 }
 ALLOWED: dict[str, set[str]] = {
     "top": {"top", "storage"},

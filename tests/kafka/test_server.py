@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import defer, threads
 from twisted.protocols.basic import Int32StringReceiver
@@ -511,6 +512,7 @@ async def test_a_graceful_close_of_a_client_that_stopped_reading_closes_once_it_
         await running.stop()
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_answers_leave_on_the_socket_in_the_call_that_makes_them(
     broker: RunningBroker,
