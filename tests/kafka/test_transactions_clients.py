@@ -458,10 +458,10 @@ async def test_a_read_committed_consumer_waits_for_offsets_a_transaction_staged(
     assert core.transactions.pending_offsets("stable-g") == {("stable", 0)}
     uncommitted = threads.deferToThread(committed_offset, broker.address, "read_uncommitted")
     assert await within(uncommitted, 60) == -1001  # nothing committed yet: OFFSET_INVALID
-    offset_fetch = broker.top.kafka_factory.api_stats(9)
-    unstable_before = offset_fetch.errors.get(88, 0)
+    offset_fetch = broker.top.kafka_factory.request_stats.of(9)
+    unstable_before = offset_fetch.error_codes.get(88, 0)
     waiting = threads.deferToThread(committed_offset, broker.address, "read_committed")
-    await reactor_turns(lambda: offset_fetch.errors.get(88, 0) >= unstable_before + 2, 30)
+    await reactor_turns(lambda: offset_fetch.error_codes.get(88, 0) >= unstable_before + 2, 30)
     assert not waiting.called, "the consumer took an offset while the transaction held one"
     await within(threads.deferToThread(producer.commit_transaction, 20), 60)
     assert await within(waiting, 60) == 7
