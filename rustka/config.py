@@ -509,6 +509,16 @@ class Config:
         _IO,
         minimum=1,
     )
+    fast_paths: bool = setting(
+        Kind.BOOL,
+        True,
+        "Take the shortcuts past Twisted's public interfaces that cut per-request latency "
+        "(answers sent on the socket at once, seed Produce answers sent from the I/O "
+        "thread, the lean epoll step; docs/performance.md). Off, or on a Twisted without "
+        "the parts they use, the plain Twisted way is taken: always correct, only slower. "
+        "RUSTKA_FAST_PATHS=off in the environment turns them off too.",
+        _IO,
+    )
     fetch_max_bytes: int = setting(
         Kind.SIZE, 8 * 1024**2, "The most one batched fetch returns.", _IO, minimum=1
     )

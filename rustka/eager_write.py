@@ -34,22 +34,20 @@ from typing import Any
 
 from twisted.internet import tcp
 
+from rustka.fast_paths import tcp_transport_supported
+
 __all__ = ["EagerWriter", "writer_for"]
 
-_PLAIN_SEND = tcp.Connection.writeSomeData
 # Linux's IOV_MAX: more parts than this are joined and sent as one.
 _MAX_PARTS = 1024
 
 
 def writer_for(transport: Any) -> Any:
     """What a connection writes its answers to: an `EagerWriter` over a plain TCP
-    transport, else the transport itself (same ``writeSequence``, ``write``,
-    ``unregisterProducer`` and ``loseConnection``)."""
-    if (
-        isinstance(transport, tcp.Connection)
-        and type(transport).writeSomeData is _PLAIN_SEND
-        and not getattr(transport, "TLS", False)
-    ):
+    transport while the fast paths are on (`rustka.fast_paths`), else the transport
+    itself (same ``writeSequence``, ``write``, ``unregisterProducer`` and
+    ``loseConnection``)."""
+    if tcp_transport_supported(transport):
         return EagerWriter(transport)
     return transport
 

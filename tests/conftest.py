@@ -7,7 +7,7 @@ also runs under ``--reactor=asyncio``.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,23 @@ async def start_broker(data_dir: Path, **settings: Any) -> RunningBroker:
     await top.broker.when_ready()
     await top.listeners[0].listening
     return RunningBroker(top, config)
+
+
+@pytest.fixture
+def force_fast_paths() -> Iterator[None]:
+    """For the tests of the fast paths themselves (`rustka.fast_paths`): on for this test
+    even when the suite runs with RUSTKA_FAST_PATHS=off, as it does to prove that
+    everything else is green without them."""
+    from rustka import fast_paths
+
+    saved = fast_paths._from_environment
+    fast_paths._from_environment = True
+    fast_paths.set_enabled(True)
+    try:
+        yield
+    finally:
+        fast_paths._from_environment = saved
+        fast_paths.set_enabled(True)
 
 
 @pytest.fixture

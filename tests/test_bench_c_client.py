@@ -27,6 +27,8 @@ import harness  # noqa: E402
 
 from tools import tansu  # noqa: E402
 
+pytestmark = pytest.mark.system
+
 
 @pytest.fixture(scope="module")
 def rustka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.System]:

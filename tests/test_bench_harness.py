@@ -15,6 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "bench" / "harness.py"
 TANSU = "tansu/memory (no disk)"

@@ -26,6 +26,8 @@ import kafka_driver  # noqa: E402
 
 from tools import tansu  # noqa: E402
 
+pytestmark = pytest.mark.system
+
 
 @pytest.fixture(params=["rustka", "tansu"])
 def kafka_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[harness.System]:

@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.system
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 

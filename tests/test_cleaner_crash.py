@@ -15,7 +15,11 @@ import random
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tools.cleaner_crash import check, count_events, finished, prepare, run_child
+
+pytestmark = pytest.mark.system
 
 
 def test_kill_during_a_clean_recovers_to_a_state_between_swaps(tmp_path: Path) -> None:

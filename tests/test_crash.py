@@ -10,7 +10,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from tools.crash_cycles import Ledger, crash_cycle, final_check
+
+pytestmark = pytest.mark.system
 
 
 def test_sigkill_cycles_lose_no_acknowledged_record(tmp_path: Path) -> None:

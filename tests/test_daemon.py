@@ -16,6 +16,8 @@ import pytest
 
 from tools.twistd_process import BIN, LISTENING, Twistd, start_broker
 
+pytestmark = pytest.mark.system
+
 
 def start_daemon(data_dir: Path, started: list[Twistd]) -> tuple[Twistd, int]:
     """`twistd --nodaemon rustka` on an ephemeral port, serving once storage is ready."""

@@ -23,6 +23,9 @@ from rustka.eager_write import EagerWriter, writer_for
 from tests.conftest import within
 from tests.test_connections import Reader
 
+# These test the fast paths themselves: on even in a run with RUSTKA_FAST_PATHS=off.
+pytestmark = pytest.mark.usefixtures("force_fast_paths")
+
 
 @implementer(interfaces.IPushProducer)
 class Served(Protocol):

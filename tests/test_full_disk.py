@@ -36,6 +36,8 @@ from rustka.errors import OffsetOutOfRange, RustkaError
 from rustka.record.batch import Record
 from tests.conftest import RunningBroker, start_broker, within
 
+pytestmark = pytest.mark.system
+
 DISK_BYTES = 8 * 1024 * 1024
 SEGMENT_BYTES = 256 * 1024
 VALUE_BYTES = 1000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -19,17 +20,33 @@ TOP_LEVEL = {
     "allocation",
     "connections",
     "eager_write",
+    "fast_paths",
 }
-ALLOWED: dict[str, set[str]] = {
-    "top": {"top", "storage"},
-    "record": {"top", "record"},
-    "storage": {"top", "record", "storage"},
-    "broker": {"top", "record", "storage", "broker", "security"},
-    "native": {"top", "record", "storage", "broker", "native", "security"},
-    "kafka": {"top", "record", "storage", "broker", "kafka", "security"},
-    "client": {"top", "record", "native.codec", "client", "security"},
-    "security": {"top", "storage", "security"},
-}
+LAYERS = ("record", "storage", "broker", "security", "native", "kafka", "client", "ops")
+
+
+def documented_rules() -> dict[str, set[str]]:
+    """docs/architecture.md's "Who may import whom" table: package -> what it may import
+    ("top" for the top-level modules, "native.codec" for that one module)."""
+    text = (ROOT.parent / "docs" / "architecture.md").read_text()
+    section = text.split("## Who may import whom", 1)[1].split("\n## ", 1)[0]
+    rules: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or cells[0] in ("package", "---"):
+            continue
+        package, allowed = cells
+        # Asides in parentheses name what a package may *not* import, or why.
+        named = set(re.findall(r"`([a-z_.]+)`", re.sub(r"\([^)]*\)", "", allowed)))
+        key = "top" if package.startswith("top level") else package.strip("`")
+        may = {n for n in named if n in LAYERS or n == "native.codec"}
+        if "top level" in allowed or key == "top":
+            may.add("top")
+        rules[key] = may
+    return rules
+
+
+ALLOWED: dict[str, set[str]] = {k: v for k, v in documented_rules().items() if k != "ops"}
 
 
 def layer_of(module: str) -> str:
@@ -74,6 +91,31 @@ def test_no_module_imports_a_layer_above_its_own(path: Path) -> None:
         if target == "native.codec" and ("native" in allowed or "native.codec" in allowed):
             continue
         assert target in allowed, f"{module} ({own}) imports {imported} ({target})"
+
+
+@pytest.mark.parametrize("package", ["record", "storage"])
+def test_the_lowest_layers_never_import_the_configuration(package: str) -> None:
+    """Settings are read above storage and handed down (a `LogConfig`, a check
+    function), so storage runs in tools and a second engine without the config."""
+    for path in sorted((ROOT / package).rglob("*.py")):
+        found = {n for n in imports_of(path) if n.startswith(("rustka.config", "rustka.settings"))}
+        assert not found, f"{path} imports {sorted(found)}"
+
+
+def test_the_documented_table_is_the_one_enforced() -> None:
+    """What docs/architecture.md says is exactly what these tests check: every layer has
+    a row, and the rows read as the rules the package structure was built on."""
+    assert {
+        "top": {"top", "storage"},
+        "record": {"top", "record"},
+        "storage": {"top", "record", "storage"},
+        "broker": {"top", "record", "storage", "broker", "security"},
+        "native": {"top", "record", "storage", "broker", "native", "security"},
+        "kafka": {"top", "record", "storage", "broker", "kafka", "security"},
+        "client": {"top", "record", "native.codec", "client", "security"},
+        "security": {"top", "storage", "security"},
+    } == ALLOWED
+    assert "ops" in documented_rules()
 
 
 def test_the_table_covers_every_package() -> None:

@@ -20,11 +20,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import pytest_twisted
 from twisted.internet.threads import deferToThread
 
 from rustka.partitioner import partition_for_key
 from tests.conftest import RunningBroker
+
+pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

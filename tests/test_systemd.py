@@ -20,8 +20,12 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from rustka.native import codec as p
 from tools.twistd_process import Twistd, call_many
+
+pytestmark = pytest.mark.system
 
 UNITS = Path(__file__).resolve().parent.parent / "systemd"
 SERVICE = UNITS / "rustka.service"

@@ -139,7 +139,7 @@ async def test_tls_client_rejects_an_untrusted_certificate(
         with pytest.raises((ConnectionClosed, BrokerUnavailable)):
             client = await connect(f"tls:127.0.0.1:{port}:trustRoots={roots}")
             await client.hello().addTimeout(TIMEOUT, running.factory.reactor)
-        assert running.broker.stats.requests == {}
+        assert running.top.factory.request_stats.operations == {}
     finally:
         await running.stop()
 

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
 from rustka.record.batch import parse_header
@@ -15,6 +16,8 @@ from rustka.record.control import ABORT, COMMIT, marker_type
 from rustka.storage.txn_log import TxnMetadata, TxnState
 from tests.conftest import start_broker, within
 from tools.txn_crash import GROUP, PARTITIONS, TOPIC, TXN_ID, run_child
+
+pytestmark = pytest.mark.system
 
 # Steps of the child's transaction: transaction-log writes (Empty, Ongoing with the
 # partitions, with the group, with the staged offsets, PrepareCommit), three markers,

@@ -28,7 +28,6 @@ from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionKey, PartitionLa
 from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.broker.transactions import TransactionCoordinator
 from rustka.config import Config
-from rustka.record.batch import ms_now
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
 from rustka.storage.partition_log import PartitionLog
@@ -78,10 +77,19 @@ class Maintenance:
 
     log = Logger()
 
-    def __init__(self, core: MaintenanceCore, lanes: PartitionLanes) -> None:
+    def __init__(
+        self, core: MaintenanceCore, lanes: PartitionLanes, clock: IReactorTime | None = None
+    ) -> None:
         self._core = core
         self._lanes = lanes
         self._flushing: set[PartitionKey] = set()
+        self.clock: IReactorTime = core.reactor if clock is None else clock
+        """What "now" is for retention, offsets expiry and transactional-id expiry, and
+        what the delayed releases wait on: the core's reactor, or a test's
+        `twisted.internet.task.Clock`, so a test advances time instead of waiting."""
+
+    def now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
 
     def flush_dirty(self) -> defer.Deferred[None]:
         """For ``flush = "interval"``: fsync every partition written since its last flush.
@@ -136,7 +144,7 @@ class Maintenance:
         logs = core.logs
         if logs is None:
             return defer.succeed(None)
-        now = ms_now()
+        now = self.now_ms()
         work: list[defer.Deferred[None]] = []
         for name, topic in list(logs.topics.items()):
             for index, plog in enumerate(list(topic.partitions)):
@@ -179,10 +187,7 @@ class Maintenance:
             except Exception:
                 self.failed(Failure(), OFFSETS_COMPACTION, OFFSETS_KEY)
         try:
-            # On the coordinator's clock, which stamps every state's last update.
-            d = core.transactions.expire_ids(
-                int(core.reactor.seconds() * 1000), core.config.transactional_id_expiration_ms
-            )
+            d = core.transactions.expire_ids(now, core.config.transactional_id_expiration_ms)
             work.append(
                 d.addCallbacks(_ignore, self.failed, None, None, (TRANSACTIONAL_ID_EXPIRY,))
             )
@@ -197,7 +202,7 @@ class Maintenance:
             # close and their space returns: a full disk recovers in seconds, not one
             # retention interval later.
             delay_s = plog.config.file_delete_delay_ms / 1000
-            self._core.reactor.callLater(delay_s, self._release, key)
+            self.clock.callLater(delay_s, self._release, key)
             self._core.stats.retention_deleted_segments += len(deleted)
             self.log.info(
                 "retention deleted {count} segment(s) of {topic}/{partition}: base offsets {bases}",

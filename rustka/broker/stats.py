@@ -59,20 +59,61 @@ class LatencyHistogram:
         self.count += count
 
 
+@dataclass(slots=True)
+class OperationStats:
+    """One operation's requests: received, answered, answered with an error, and how
+    long they took. ``error_codes`` counts the error codes of the answers where a
+    protocol carries one per part (Kafka's per-partition codes)."""
+
+    received: int = 0
+    answered: int = 0
+    failed: int = 0
+    error_codes: dict[int, int] = field(default_factory=dict)
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+
+
+class RequestStats:
+    """A front-end's requests, per operation (a native op's message name, a Kafka API
+    key): owned by the front-end's factory, read by the metrics endpoint at scrape
+    time. Both protocols count the same way, so one metrics builder reads both."""
+
+    __slots__ = ("operations",)
+
+    def __init__(self) -> None:
+        self.operations: dict[str | int, OperationStats] = {}
+
+    def of(self, op: str | int) -> OperationStats:
+        stats = self.operations.get(op)
+        if stats is None:
+            stats = self.operations[op] = OperationStats()
+        return stats
+
+    def received(self, op: str | int, count: int = 1) -> None:
+        self.of(op).received += count
+
+    def answered(self, op: str | int, seconds: float, count: int = 1) -> None:
+        """``count`` requests of ``op`` answered after ``seconds``."""
+        stats = self.of(op)
+        stats.answered += count
+        if count == 1:
+            stats.latency.observe(seconds)
+        else:
+            stats.latency.observe_many(seconds, count)
+
+    def failed(self, op: str | int) -> None:
+        """One request of ``op`` answered with an error."""
+        self.of(op).failed += 1
+
+
 @dataclass
 class BrokerStats:
-    """Counters the metrics endpoint and the manhole read; cheap to bump.
+    """The core's counters, which the metrics endpoint and the manhole read; cheap to bump.
 
-    ``requests``/``completed``/``errors``/``latency`` are keyed by the operation
-    name a front-end chooses (the native one uses its message names).
+    Requests are counted by the front-end that serves them (`RequestStats`).
     ``background_failures`` counts failed background work by task (``flush``,
     ``retention``, ``offsets_compaction``, ``cleaner``), one per partition that failed.
     """
 
-    requests: dict[str, int] = field(default_factory=dict)
-    completed: dict[str, int] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)
-    latency: dict[str, LatencyHistogram] = field(default_factory=dict)
     records_in: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
@@ -88,17 +129,6 @@ class BrokerStats:
     @property
     def fsync_seconds(self) -> float:
         return SYNC_STATS.seconds
-
-    def answered(self, name: str, seconds: float, count: int = 1) -> None:
-        """``count`` requests of ``name`` completed after ``seconds``."""
-        self.completed[name] = self.completed.get(name, 0) + count
-        histogram = self.latency.get(name)
-        if histogram is None:
-            histogram = self.latency[name] = LatencyHistogram()
-        if count == 1:
-            histogram.observe(seconds)
-        else:
-            histogram.observe_many(seconds, count)
 
 
 class LogLimiter:

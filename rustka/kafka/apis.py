@@ -86,7 +86,24 @@ def dispatch(
     handler: Handler, ctx: RequestContext, body: Body
 ) -> Body | defer.Deferred[Body | None] | None:
     """Run ``handler`` (the table's entry for ``ctx.header.api_key``) on a decoded request,
-    on the part of it the connection's principal is allowed (`rustka.kafka.authorization`)."""
+    on the part of it the connection's principal is allowed (`rustka.kafka.authorization`),
+    then decide what an acks=0 Produce's client hears.
+
+    The order is Kafka's request handler's: the denied partitions are merged into
+    the handler's answer first, so the acks=0 rule sees every failure of the request
+    whichever part of the broker refused it.
+    """
+    result = _authorized(handler, ctx, body)
+    if ctx.header.api_key == ApiKey.PRODUCE and body.get("acks") == 0:
+        if isinstance(result, defer.Deferred):
+            return result.addCallback(_unanswered, ctx)
+        return _unanswered(result, ctx)
+    return result
+
+
+def _authorized(
+    handler: Handler, ctx: RequestContext, body: Body
+) -> Body | defer.Deferred[Body | None] | None:
     version = ctx.header.api_version
     access = ctx.factory.broker.access
     if access.authorizer is None:
@@ -101,6 +118,21 @@ def dispatch(
     if isinstance(result, defer.Deferred):
         return result.addCallback(finish)
     return finish(result)
+
+
+def _unanswered(response: Body | None, ctx: RequestContext) -> None:
+    """An acks=0 Produce is never answered; if any partition of it failed, Kafka hangs
+    up instead (docs/kafka.md, "Produce"): the producer has no answer to read the error
+    from, and reconnecting makes it refresh its metadata."""
+    failed = [
+        f"{t['name']}[{p['index']}] error {p['error_code']}"
+        for t in (response or {}).get("responses", ())
+        for p in t["partition_responses"]
+        if p.get("error_code")
+    ]
+    if failed:
+        ctx.connection.close_after_answers("acks=0 Produce failed: " + ", ".join(failed[:3]))
+    return None
 
 
 def _peer_host(ctx: RequestContext) -> str:

@@ -165,21 +165,15 @@ _OFFSET_DELETE = _named({})
 _DELETE_RECORDS = _named({"low_watermark": -1})
 
 
-def _fixed_none(_: Body | None) -> None:
-    return None
-
-
 def _produce(
     ctx: RequestContext, gate: Gate, version: int, body: Body
 ) -> tuple[Body | None, Finish]:
     transactional_id = body.get("transactional_id")
     denied_id = transactional_id is not None and not gate.allows(WRITE, TXN, transactional_id)
     code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if denied_id else E.TOPIC_AUTHORIZATION_FAILED
-    admitted, finish = _split(gate, body, WRITE, _PRODUCE, code, deny_all=denied_id)
-    if body.get("acks") == 0:
-        # Nothing is answered with acks=0; the denied partitions are simply not written.
-        return admitted, unchanged if admitted is not None else _fixed_none
-    return admitted, finish
+    # Under acks=0 too the denied partitions join the answer: dispatch then sees the
+    # failure and hangs up on the producer, as Kafka does.
+    return _split(gate, body, WRITE, _PRODUCE, code, deny_all=denied_id)
 
 
 def _each_topic(op: Operation, shape: _TopicPartitions) -> Guard:

@@ -1,8 +1,9 @@
 """Kafka API handlers: each turns one decoded request into calls on the broker core.
 
 A handler takes the request context, the API version and the decoded body (the
-dict shape of `rustka.kafka.messages`) and returns the response body, a
-Deferred of it, or None when Kafka sends no response (Produce with acks=0);
+dict shape of `rustka.kafka.messages`) and returns the response body or a
+Deferred of it; Produce answers in full even under acks=0, since whether that
+producer hears nothing or is hung up on is `rustka.kafka.apis.dispatch`'s rule;
 `rustka.kafka.context` defines what it is given. Handlers never touch storage
 or the native protocol: the core is the only thing they call, so both
 front-ends see the same topics, offsets and groups.
@@ -26,6 +27,16 @@ from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEnt
 from rustka.kafka import txn_handlers
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
+from rustka.record.header import (
+    ATTRIBUTES_LOW_AT,
+    CODEC_MASK,
+    LENGTH_AT,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_AT,
+    MIN_BATCH_LENGTH,
+    is_transactional_batch,
+)
 
 # Kafka's answer for "no such record": ListOffsets' timestamp and offset of -1.
 _NONE = -1
@@ -136,23 +147,15 @@ def _valid_topic_name(name: str) -> bool:
 # -- Produce (0) -----------------------------------------------------------------
 
 # The request-level checks Kafka makes before the log validator sees a partition's
-# records (docs/kafka.md, "Produce validation, rule by rule"). Offsets into the
-# first batch's header: batchLength, magic, and the low byte of the attributes.
+# records (docs/kafka.md, "Produce validation, rule by rule") read only the first
+# batch's header (`rustka.record.header`).
 _BATCH_LENGTH = struct.Struct(">i")
-_BATCH_LENGTH_AT = 8
-_MAGIC_AT = 16
-_ATTRIBUTES_LOW_AT = 22
-_BATCH_MAGIC = 2
-_LOG_OVERHEAD = 12
-_MIN_BATCH_LENGTH = 49
-_CODEC_MASK = 0x07
-_TRANSACTIONAL_BIT = 0x10
 _ZSTD = 4
 # Produce v7 is the first that may carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE = 7
 
 
-def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None] | None:
+def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None]:
     broker = ctx.broker
     acks = body["acks"]
     topic_data = body["topic_data"]
@@ -160,7 +163,9 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
     # the core (docs/kafka.md, "Transactions"); the id comes from the request.
     transactional_id = body.get("transactional_id")
     if transactional_id is None and any(
-        _transactional(part["records"]) for topic in topic_data for part in topic["partition_data"]
+        is_transactional_batch(part["records"])
+        for topic in topic_data
+        for part in topic["partition_data"]
     ):
         # Kafka's KafkaApis: transactional records without a transactional id are not
         # authorized, and the whole request is refused.
@@ -178,7 +183,7 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             }
             for topic in topic_data
         ]
-        return _produce_answer(ctx, acks, refused)
+        return _produce_answer(refused)
     jobs: list[defer.Deferred[Body]] = []
     topics_out: list[Body] = []
     for topic in topic_data:
@@ -202,32 +207,22 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             jobs.append(d)
             parts_out.append({"index": index})  # replaced when the append finishes
     if not jobs:
-        return _produce_answer(ctx, acks, topics_out)
+        return _produce_answer(topics_out)
 
     # Each partition's result is written back into its place in topics_out.
     places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
 
-    def gathered(results: list[Body]) -> Body | None:
+    def gathered(results: list[Body]) -> Body:
         for place, result in zip(places, results, strict=True):
             place.clear()
             place.update(result)
-        return _answer_body(ctx, acks, topics_out)
+        return _produce_body(topics_out)
 
     if len(jobs) == 1:
         # One partition (a one-record producer's every request): its own Deferred is
         # the answer's, without a DeferredList around it.
         return jobs[0].addCallback(lambda result: gathered([result]))
     return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
-
-
-def _transactional(records: Any) -> bool:
-    """Kafka's test: the first batch of a partition's records is a transactional v2 batch."""
-    return (
-        records is not None
-        and len(records) > _ATTRIBUTES_LOW_AT
-        and records[_MAGIC_AT] == _BATCH_MAGIC
-        and bool(records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL_BIT)
-    )
 
 
 def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
@@ -239,54 +234,31 @@ def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
     if records is None or len(records) == 0:
         return E.INVALID_RECORD, "Produce v3+ needs one record batch per partition"
     size = len(records)
-    if size > _MAGIC_AT and records[_MAGIC_AT] != _BATCH_MAGIC:
-        return E.INVALID_RECORD, f"magic {records[_MAGIC_AT]}: Produce v3+ carries only magic 2"
+    if size > MAGIC_AT and records[MAGIC_AT] != MAGIC:
+        return E.INVALID_RECORD, f"magic {records[MAGIC_AT]}: Produce v3+ carries only magic 2"
     if (
         version < _FIRST_ZSTD_PRODUCE
-        and size > _ATTRIBUTES_LOW_AT
-        and records[_ATTRIBUTES_LOW_AT] & _CODEC_MASK == _ZSTD
+        and size > ATTRIBUTES_LOW_AT
+        and records[ATTRIBUTES_LOW_AT] & CODEC_MASK == _ZSTD
     ):
         return (
             E.UNSUPPORTED_COMPRESSION_TYPE,
             f"Produce v{version} may not carry zstd; v{_FIRST_ZSTD_PRODUCE}+ may",
         )
-    if size >= _LOG_OVERHEAD:
-        (length,) = _BATCH_LENGTH.unpack_from(records, _BATCH_LENGTH_AT)
+    if size >= LOG_OVERHEAD:
+        (length,) = _BATCH_LENGTH.unpack_from(records, LENGTH_AT)
         # A length too short for a batch header is the validator's CORRUPT_MESSAGE.
-        if length >= _MIN_BATCH_LENGTH and size > length + _LOG_OVERHEAD:
+        if length >= MIN_BATCH_LENGTH and size > length + LOG_OVERHEAD:
             return (
                 E.INVALID_RECORD,
                 f"Produce v3+ carries exactly one record batch per partition; "
-                f"{size - length - _LOG_OVERHEAD} bytes follow the first batch",
+                f"{size - length - LOG_OVERHEAD} bytes follow the first batch",
             )
     return None
 
 
-def _produce_answer(
-    ctx: RequestContext, acks: int, topics: list[Body]
-) -> defer.Deferred[Body | None] | None:
-    answer = _answer_body(ctx, acks, topics)
-    return None if answer is None else defer.succeed(answer)
-
-
-def _answer_body(ctx: RequestContext, acks: int, topics: list[Body]) -> Body | None:
-    """The response, or None for acks=0, whose failures close the connection instead.
-
-    Kafka hangs up on an acks=0 producer whose request failed anywhere: it gets
-    no answer to read the error from, and reconnecting makes it refresh its
-    metadata.
-    """
-    if acks != 0:
-        return _produce_body(topics)
-    failed = [
-        f"{t['name']}[{p['index']}] error {p['error_code']}"
-        for t in topics
-        for p in t["partition_responses"]
-        if p.get("error_code")
-    ]
-    if failed:
-        ctx.connection.close_after_answers("acks=0 Produce failed: " + ", ".join(failed[:3]))
-    return None
+def _produce_answer(topics: list[Body]) -> defer.Deferred[Body | None]:
+    return defer.succeed(_produce_body(topics))
 
 
 def _produce_body(topics: list[Body]) -> Body:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import struct
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet import defer, interfaces
@@ -39,7 +38,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from rustka.broker.core import Broker
-from rustka.broker.stats import LatencyHistogram
+from rustka.broker.stats import RequestStats
 from rustka.config import Config
 from rustka.connections import NO_ANSWER, ResponseQueue, Slot, close_all, start_serving
 from rustka.eager_write import writer_for
@@ -76,22 +75,6 @@ _RAW_TOKEN = RequestHeader(ApiKey.SASL_AUTHENTICATE, 0, -1, None)
 _BEFORE_AUTHENTICATION = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 )
-
-
-@dataclass
-class ApiStats:
-    """Counters of one Kafka API, read by the metrics endpoint at scrape time.
-
-    The latency histogram is the broker's own (`rustka.broker.stats`), so both
-    protocols' latencies share one set of buckets.
-    """
-
-    requests: int = 0
-    errors: dict[int, int] = field(default_factory=dict)
-    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
-
-    def observe(self, seconds: float) -> None:
-        self.latency.observe(seconds)
 
 
 @implementer(interfaces.IPushProducer)
@@ -330,11 +313,12 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._flush()
 
     def _count(self, header: RequestHeader, started: float, body: Any) -> None:
-        stats = self.factory.api_stats(header.api_key)
-        stats.requests += 1
-        stats.observe(time.perf_counter() - started)
+        stats = self.factory.request_stats
+        stats.answered(header.api_key, time.perf_counter() - started)
         if body:
-            messages.count_response_errors(header.api_key, header.api_version, body, stats.errors)
+            messages.count_response_errors(
+                header.api_key, header.api_version, body, stats.of(header.api_key).error_codes
+            )
 
     def _flush(self) -> None:
         """Write the answers at the head of the queue; read on once none is pending."""
@@ -422,15 +406,10 @@ class KafkaFactory(Factory):
         self.authenticator = authenticator or authenticator_from_config(config)
         self.connections: set[KafkaProtocol] = set()
         self.closing: dict[KafkaProtocol, list[defer.Deferred[None]]] = {}
-        self.stats: dict[int, ApiStats] = {}
+        self.request_stats = RequestStats()
+        """This front-end's requests by API key; each answer's error codes counted."""
         self.refused = 0
         self.bad_requests = 0
-
-    def api_stats(self, api_key: int) -> ApiStats:
-        stats = self.stats.get(api_key)
-        if stats is None:
-            stats = self.stats[api_key] = ApiStats()
-        return stats
 
     def advertised_versions(self) -> list[tuple[int, int, int]]:
         """(key, min, max) of every API this front-end implements: never more, except

@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 
 import rustka
 from rustka.broker.core import DELETE, SET, AppendResult, Broker, ReadResult, TopicInfo
+from rustka.broker.stats import RequestStats
 from rustka.config import ConfigEntry, describe_topic_configs
 from rustka.errors import InvalidRequest, OffsetOutOfRange, TransactionalIdNotFound
 from rustka.native import codec as p
@@ -48,7 +49,8 @@ class NativeHandler:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.stats = broker.stats
+        self.stats = RequestStats()
+        """This front-end's requests by op name (`BrokerFactory.request_stats`)."""
         self._handlers: dict[type, Callable[[Any], defer.Deferred[Any] | Any]] = {
             p.Produce: self._produce,
             p.Fetch: self._fetch,
@@ -86,8 +88,7 @@ class NativeHandler:
         """The response for ``request`` from a connection acting as ``principal``; the
         Deferred never errbacks."""
         name = type(request).__name__
-        stats = self.stats
-        stats.requests[name] = stats.requests.get(name, 0) + 1
+        self.stats.received(name)
         started = time.perf_counter()
         try:
             self.broker.check_serving()
@@ -116,8 +117,7 @@ class NativeHandler:
         (`Produced`, or `Error` like `handle` would answer). Each request is
         counted and timed in the stats as if it went through `handle`.
         """
-        stats = self.stats
-        stats.requests[_PRODUCE] = stats.requests.get(_PRODUCE, 0) + len(requests)
+        self.stats.received(_PRODUCE, len(requests))
         self.broker.append_records(
             requests, tokens, self._records_stored, (reply, time.perf_counter())
         )
@@ -135,7 +135,7 @@ class NativeHandler:
 
     def _error(self, request: p.Request, failure: Failure) -> p.Response:
         name = type(request).__name__
-        self.stats.errors[name] = self.stats.errors.get(name, 0) + 1
+        self.stats.failed(name)
         return p.error_response(request, self.broker.report_error(failure, name))
 
     def _records_stored(

@@ -653,6 +653,7 @@ class BrokerFactory(Factory):
         self.authenticator = authenticator or authenticator_from_config(config)
         self.broker = broker
         self.handler = NativeHandler(broker)
+        self.request_stats = self.handler.stats
         self.config = config
         self.reactor = reactor
         self.connections: set[BrokerProtocol] = set()

@@ -16,8 +16,9 @@ the legacy ``system`` prefix of lines that Twisted's old ``log.msg`` writes
 while an event runs (``-`` instead of the protocol's log prefix); rustka's own
 events use ``twisted.logger`` and carry their namespace as before.
 
-Only Twisted's ``EPollReactor`` (the default on Linux) is changed; any other
-reactor (``--reactor=asyncio``, poll, select) is left as it is.
+Only Twisted's ``EPollReactor`` (the default on Linux) is changed, and only while
+the fast paths are on (`rustka.fast_paths`); any other reactor
+(``--reactor=asyncio``, poll, select) is left as it is.
 """
 
 from __future__ import annotations
@@ -28,22 +29,17 @@ from typing import Any
 
 from twisted.logger import Logger
 
+from rustka.fast_paths import epoll_reactor_supported
+
 __all__ = ["install"]
 
 _log = Logger()
 
 
 def install(reactor: Any) -> bool:
-    """Use the lean poll step on ``reactor`` if it is an epoll reactor; True if it is now."""
-    try:
-        from twisted.internet.epollreactor import EPollReactor
-    except ImportError:  # not Linux
-        return False
-    if not isinstance(reactor, EPollReactor):
-        return False
-    # The step below uses the epoll reactor's own parts; a Twisted without them
-    # keeps its own poll step.
-    if not all(hasattr(reactor, name) for name in ("_poller", "_selectables", "_doReadOrWrite")):
+    """Use the lean poll step on ``reactor`` if it is an epoll reactor with the parts the
+    step uses and the fast paths are on (`rustka.fast_paths`); True if it is now."""
+    if not epoll_reactor_supported(reactor):
         return False
     if getattr(reactor.doIteration, "__func__", None) is not _poll:
         reactor.doIteration = types.MethodType(_poll, reactor)

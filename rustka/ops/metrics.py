@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from twisted.web import pages, resource, server
 
 from rustka.broker.maintenance import BACKGROUND_TASKS
-from rustka.broker.stats import LATENCY_BUCKETS, LatencyHistogram
+from rustka.broker.stats import LATENCY_BUCKETS, LatencyHistogram, OperationStats
 from rustka.kafka import messages as kafka_messages
 from rustka.kafka.errors import ErrorCode as KafkaErrorCode
 from rustka.native import codec as p
@@ -60,7 +60,8 @@ class BrokerCollector(Collector):
     """Samples the broker, its connections and its I/O pool whenever it is collected.
 
     ``kafka_factory`` is the Kafka front-end's factory (None when Kafka is off);
-    its per-API counters (`rustka.kafka.server.ApiStats`) become the
+    each front-end's factory keeps its requests in a `rustka.broker.stats.RequestStats`
+    (``request_stats``), read here alike; the Kafka one's become the
     ``rustka_kafka_*`` families, labelled with Kafka's API names (``Fetch``,
     ``ApiVersions``) as Kafka's own request metrics are (docs/kafka.md).
     """
@@ -88,7 +89,7 @@ class BrokerCollector(Collector):
         yield from self._group_members()
 
     def _requests(self) -> Iterator[Metric]:
-        stats = self.broker.stats
+        stats = self.factory.request_stats
         requests = CounterMetricFamily(
             "rustka_requests",
             "Requests answered, by operation and outcome.",
@@ -108,15 +109,15 @@ class BrokerCollector(Collector):
         in_flight = GaugeMetricFamily(
             "rustka_requests_in_flight", "Requests received and not yet answered.", labels=("op",)
         )
-        names = {**_OPS, **{n: _op_label(n) for n in stats.requests if n not in _OPS}}
+        seen = stats.operations
+        names = {**_OPS, **{n: _op_label(str(n)) for n in seen if n not in _OPS}}
         for name, op in sorted(names.items(), key=lambda item: item[1]):
-            completed = stats.completed.get(name, 0)
-            failed = stats.errors.get(name, 0)
-            requests.add_metric((op, "ok"), max(0, completed - failed))
-            requests.add_metric((op, "error"), failed)
-            errors.add_metric((op,), failed)
-            in_flight.add_metric((op,), max(0, stats.requests.get(name, 0) - completed))
-            _add_histogram(latency, (op,), stats.latency.get(name))
+            counted = seen.get(name) or OperationStats()
+            requests.add_metric((op, "ok"), max(0, counted.answered - counted.failed))
+            requests.add_metric((op, "error"), counted.failed)
+            errors.add_metric((op,), counted.failed)
+            in_flight.add_metric((op,), max(0, counted.received - counted.answered))
+            _add_histogram(latency, (op,), counted.latency)
         yield requests
         yield errors
         yield in_flight
@@ -140,14 +141,15 @@ class BrokerCollector(Collector):
             labels=("api",),
         )
         # every advertised API from the start, so rate() has a zero to start from
-        keys = sorted({key for key, _, _ in kafka.advertised_versions()} | set(kafka.stats))
+        seen = kafka.request_stats.operations
+        keys = sorted({key for key, _, _ in kafka.advertised_versions()} | set(seen))
         for key in keys:
             api = kafka_messages.APIS[key].name if key in kafka_messages.APIS else str(key)
-            stats = kafka.stats.get(key)
-            requests.add_metric((api,), stats.requests if stats is not None else 0)
-            for code, count in sorted((stats.errors if stats is not None else {}).items()):
+            counted = seen.get(key) or OperationStats()
+            requests.add_metric((api,), counted.answered)
+            for code, count in sorted(counted.error_codes.items()):
                 errors.add_metric((api, _kafka_error_label(code)), count)
-            _add_histogram(latency, (api,), stats.latency if stats is not None else None)
+            _add_histogram(latency, (api,), counted.latency)
         yield requests
         yield errors
         yield latency

@@ -33,6 +33,14 @@ from rustka.errors import RustkaError
 from rustka.kafka.client import KafkaClientProtocol, KafkaError, SaslLogin, connect_kafka
 from rustka.names import OFFSETS_TOPIC
 from rustka.ops.progress import Progress
+from rustka.record.header import (
+    ATTRIBUTES_AT,
+    CRC_AT,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    PRODUCER_AT,
+    PRODUCER_FIELDS,
+)
 
 _PRODUCE, _FETCH, _LIST_OFFSETS, _METADATA = 0, 1, 2, 3
 _OFFSET_COMMIT, _OFFSET_FETCH, _LIST_GROUPS, _CREATE_TOPICS = 8, 9, 16, 19
@@ -42,12 +50,6 @@ _TOPIC_ALREADY_EXISTS = 36
 # DescribeConfigs' config_source of a topic's own config (Kafka's DYNAMIC_TOPIC_CONFIG).
 _TOPIC_OVERRIDE = 1
 _OFFSET_OUT_OF_RANGE = 1
-_HEADER = 61
-_LOG_OVERHEAD = 12
-_PRODUCER_FIELDS = struct.Struct("!qhi")  # producerId, producerEpoch, baseSequence
-_PRODUCER_AT = 43
-_CRC_AT = 17
-_CRC_FROM = 21
 _FETCH_BYTES = 4 * 1024 * 1024
 _SAVE_EVERY_S = 1.0
 
@@ -150,11 +152,11 @@ def as_client_batch(batch: bytearray) -> None:
     offset lies outside the CRC.
     """
     struct.pack_into("!q", batch, 0, 0)
-    pid, _epoch, _seq = _PRODUCER_FIELDS.unpack_from(batch, _PRODUCER_AT)
+    pid, _epoch, _seq = PRODUCER_FIELDS.unpack_from(batch, PRODUCER_AT)
     if pid == -1:
         return
-    _PRODUCER_FIELDS.pack_into(batch, _PRODUCER_AT, -1, -1, -1)
-    struct.pack_into("!I", batch, _CRC_AT, crc32c.crc32c(memoryview(batch)[_CRC_FROM:]))
+    PRODUCER_FIELDS.pack_into(batch, PRODUCER_AT, -1, -1, -1)
+    struct.pack_into("!I", batch, CRC_AT, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_AT:]))
 
 
 def split_batches(records: Any) -> list[tuple[int, int, bytearray]]:
@@ -162,9 +164,9 @@ def split_batches(records: Any) -> list[tuple[int, int, bytearray]]:
     view = memoryview(records) if not isinstance(records, list) else memoryview(b"".join(records))
     out = []
     pos = 0
-    while len(view) - pos >= _HEADER:
+    while len(view) - pos >= HEADER_SIZE:
         base, length = struct.unpack_from("!qi", view, pos)
-        size = length + _LOG_OVERHEAD
+        size = length + LOG_OVERHEAD
         if pos + size > len(view):
             break  # a partial batch at the end of a fetch: fetched again next time
         (last_delta,) = struct.unpack_from("!i", view, pos + 23)

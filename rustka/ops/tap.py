@@ -31,6 +31,7 @@ from twisted.logger import Logger
 from twisted.python import usage
 from twisted.python.failure import Failure
 
+from rustka import fast_paths
 from rustka.broker.core import Broker
 from rustka.broker.service import BrokerService
 from rustka.config import Config, ConfigError
@@ -167,6 +168,7 @@ def build_service(
         from twisted.internet import reactor as default_reactor
 
         reactor = default_reactor
+    fast_paths.set_enabled(config.fast_paths)
     # No logging context per I/O event on the epoll reactor (rustka.ops.lean_poll).
     lean_poll.install(reactor)
     top = BrokerTree(config, reactor, stop_reactor_on_failure)

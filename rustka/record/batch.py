@@ -6,24 +6,7 @@ One CRC-32C per batch covers every record in it, which keeps the broker's
 per-message Python work per *batch*: appending, scanning and validating never
 look inside the records; only ``decode_records`` (clients, seed Fetch) does.
 
-Batch layout, big-endian, 61-byte header then the records::
-
-    offset size field
-         0    8 baseOffset            int64   not covered by the CRC
-         8    4 batchLength           int32   bytes after this field (size - 12)
-        12    4 partitionLeaderEpoch  int32   not covered by the CRC
-        16    1 magic                 int8    always 2
-        17    4 crc                   uint32  CRC-32C of bytes [21, 12 + batchLength)
-        21    2 attributes            int16   bits 0-2 compression, 3 timestamp type,
-                                              4 transactional, 5 control
-        23    4 lastOffsetDelta       int32
-        27    8 baseTimestamp         int64
-        35    8 maxTimestamp          int64
-        43    8 producerId            int64
-        51    2 producerEpoch         int16
-        53    4 baseSequence          int32
-        57    4 recordCount           int32
-        61      records
+The header's layout and attribute bits are `rustka.record.header`'s.
 
 Each record (varints are zig-zag encoded, like protobuf ``sint32``/``sint64``)::
 
@@ -50,6 +33,27 @@ from rustka.record.compression import (
     codec_of,
     compress,
     decompress,
+)
+from rustka.record.header import (
+    ATTRIBUTES_AT,
+    CODEC_MASK,
+    CONTROL_BIT,
+    COVERED_HEADER,
+    CRC_AT,
+    DELETE_HORIZON_BIT,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_TIMESTAMP_AT,
+    MIN_BATCH_LENGTH,
+    NO_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    PREFIX_CRC,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
 )
 
 __all__ = [
@@ -81,10 +85,6 @@ __all__ = [
     "validate_batches",
 ]
 
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12
-MAGIC = 2
-
 
 def ms_now() -> int:
     """Wall-clock milliseconds, the unit of every record and batch timestamp.
@@ -95,38 +95,15 @@ def ms_now() -> int:
     return time.time_ns() // 1_000_000
 
 
-# Offsets of the fields the module touches individually.
-_MAGIC_POS = 16
-_CRC_POS = 17
-_ATTRIBUTES_POS = 21
-# batchLength counts the bytes after itself, so a record-less header is 61 - 12 bytes.
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-_COMPRESSION_MASK = 0x07
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _MAX_TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
-# The CRC-covered part of the header (attributes .. recordCount), and the prefix
-# before it, packed separately because the CRC is known only once the covered bytes are.
-_COVERED_HEADER = struct.Struct(">hiqqqhii")
-_PREFIX_CRC = struct.Struct(">qiibI")
-
-assert _HEADER.size == HEADER_SIZE
-assert _OFFSET_LENGTH.size == LOG_OVERHEAD
-assert _PREFIX_CRC.size == _ATTRIBUTES_POS
-assert _ATTRIBUTES_POS + _COVERED_HEADER.size == HEADER_SIZE
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
-_NO_PRODUCER_ID = -1
-_NO_PRODUCER_EPOCH = -1
-_NO_SEQUENCE = -1
-_NO_LEADER_EPOCH = -1
 
 Buffer = bytes | bytearray | memoryview
 
@@ -439,27 +416,25 @@ def encode_batch(
     if defaulted and default_ts > max_ts:
         max_ts = default_ts
     try:
-        parts[0] = _COVERED_HEADER.pack(
+        parts[0] = COVERED_HEADER.pack(
             0,
             count - 1,
             base_ts,
             max_ts,
-            _NO_PRODUCER_ID,
-            _NO_PRODUCER_EPOCH,
-            _NO_SEQUENCE,
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            NO_SEQUENCE,
             count,
         )
     except struct.error as exc:
         raise InvalidBatch(f"batch field out of range (offset or timestamp): {exc}") from None
     covered = b"".join(parts)
     # batchLength counts everything after itself: the rest of the prefix, then `covered`.
-    batch_length = _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered)
+    batch_length = ATTRIBUTES_AT - LOG_OVERHEAD + len(covered)
     if batch_length > _INT32_MAX:
         raise InvalidBatch(f"batch of {batch_length} bytes exceeds the 2 GiB format limit")
     try:
-        prefix = _PREFIX_CRC.pack(
-            base_offset, batch_length, _NO_LEADER_EPOCH, MAGIC, crc32c(covered)
-        )
+        prefix = PREFIX_CRC.pack(base_offset, batch_length, NO_LEADER_EPOCH, MAGIC, crc32c(covered))
     except struct.error as exc:
         raise InvalidBatch(f"batch field out of range (offset or timestamp): {exc}") from None
     return prefix + covered
@@ -474,19 +449,19 @@ def compress_batch(batch: Buffer, codec: int | str) -> bytes:
     """
     code = codec_of(codec) if isinstance(codec, str) else codec
     header = parse_header(batch, 0)
-    if header.attributes & _COMPRESSION_MASK:
+    if header.attributes & CODEC_MASK:
         raise InvalidBatch("batch is already compressed")
     if header.size != len(batch):
         raise InvalidBatch(f"expected one batch of {header.size} bytes, got {len(batch)} bytes")
     if code == 0:
         return bytes(batch)
     records = compress(code, memoryview(batch)[HEADER_SIZE:])
-    covered = bytearray(batch[_ATTRIBUTES_POS:HEADER_SIZE])
-    struct.pack_into(">h", covered, 0, (header.attributes & ~_COMPRESSION_MASK) | code)
+    covered = bytearray(batch[ATTRIBUTES_AT:HEADER_SIZE])
+    struct.pack_into(">h", covered, 0, (header.attributes & ~CODEC_MASK) | code)
     covered += records
-    prefix = _PREFIX_CRC.pack(
+    prefix = PREFIX_CRC.pack(
         header.base_offset,
-        _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered),
+        ATTRIBUTES_AT - LOG_OVERHEAD + len(covered),
         header.partition_leader_epoch,
         MAGIC,
         crc32c(covered),
@@ -495,11 +470,6 @@ def compress_batch(batch: Buffer, codec: int | str) -> bytes:
 
 
 # --------------------------------------------------------------------------- rewriting
-
-DELETE_HORIZON_BIT = 0x40
-"""Attribute bit 6 (KIP-534): the batch's baseTimestamp is its tombstones' delete horizon."""
-_TIMESTAMP_TYPE_MASK = 0x08
-_EMPTY_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
 def delete_horizon(header: BatchHeader) -> int | None:
@@ -565,16 +535,16 @@ def rewrite_batch(
             max_ts = ts
         parts.append(_record_bytes(delta, ts - base_ts, record))
     body = b"".join(parts)
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & CODEC_MASK
     if codec:
         body = compress(codec, body)
     attributes = header.attributes & ~DELETE_HORIZON_BIT
     if horizon is not None:
         attributes |= DELETE_HORIZON_BIT
-    if attributes & _TIMESTAMP_TYPE_MASK:
+    if attributes & TIMESTAMP_TYPE_BIT:
         max_ts = header.max_timestamp
     covered = (
-        _COVERED_HEADER.pack(
+        COVERED_HEADER.pack(
             attributes,
             header.last_offset_delta,
             base_ts,
@@ -586,9 +556,9 @@ def rewrite_batch(
         )
         + body
     )
-    prefix = _PREFIX_CRC.pack(
+    prefix = PREFIX_CRC.pack(
         base_offset,
-        _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered),
+        ATTRIBUTES_AT - LOG_OVERHEAD + len(covered),
         header.partition_leader_epoch,
         MAGIC,
         crc32c(covered),
@@ -606,8 +576,8 @@ def empty_batch(header: BatchHeader) -> bytes:
     base timestamp -1, and the original offsets, maxTimestamp, producer fields,
     leader epoch and timestamp type.
     """
-    attributes = header.attributes & (_TIMESTAMP_TYPE_MASK | _TRANSACTIONAL_BIT | _CONTROL_BIT)
-    covered = _COVERED_HEADER.pack(
+    attributes = header.attributes & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT)
+    covered = COVERED_HEADER.pack(
         attributes,
         header.last_offset_delta,
         _NO_TIMESTAMP,
@@ -617,9 +587,9 @@ def empty_batch(header: BatchHeader) -> bytes:
         header.base_sequence,
         0,
     )
-    prefix = _PREFIX_CRC.pack(
+    prefix = PREFIX_CRC.pack(
         header.base_offset,
-        _EMPTY_BATCH_LENGTH,
+        MIN_BATCH_LENGTH,
         header.partition_leader_epoch,
         MAGIC,
         crc32c(covered),
@@ -641,15 +611,15 @@ def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
             f"batch at position {pos}: need {HEADER_SIZE} header bytes, "
             f"only {max(0, len(buf) - pos)} available"
         )
-    fields = _HEADER.unpack_from(buf, pos)
+    fields = HEADER.unpack_from(buf, pos)
     if fields[3] != MAGIC:
         raise InvalidBatch(
             f"batch at position {pos}: magic byte is {fields[3]}, only magic {MAGIC} is supported"
         )
-    if fields[1] < _MIN_BATCH_LENGTH:
+    if fields[1] < MIN_BATCH_LENGTH:
         raise InvalidBatch(
             f"batch at position {pos}: batch length {fields[1]} is below the minimum "
-            f"{_MIN_BATCH_LENGTH}"
+            f"{MIN_BATCH_LENGTH}"
         )
     header: BatchHeader = _new_tuple(BatchHeader, fields)
     return header
@@ -662,7 +632,7 @@ def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
         return False
     view = memoryview(buf)
     try:
-        return crc32c(view[pos + _ATTRIBUTES_POS : end]) == header.crc
+        return crc32c(view[pos + ATTRIBUTES_AT : end]) == header.crc
     finally:
         view.release()
 
@@ -677,17 +647,12 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 # Attribute bits a client may not set (docs/kafka.md, "Produce validation, rule by
 # rule"): control batches and the delete horizon are written only by a broker,
 # and the log-append-time type is the broker's to stamp.
-_TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-_DELETE_HORIZON_BIT = DELETE_HORIZON_BIT
 _MAX_CODEC = 4
 _UINT32_LIMIT = 1 << 32
 _UINT64_LIMIT = 1 << 64
 # Kafka's "no timestamp". A batch's maxTimestamp is never below it: Kafka's validator
 # starts its running maximum there, so records without a timestamp leave it at -1.
 _NO_TIMESTAMP = -1
-_MAX_TIMESTAMP_POS = 35
 # A record needs attributes, timestampDelta, offsetDelta, key and value lengths and a
 # header count: six bytes at least.
 _MIN_RECORD_BODY = 6
@@ -788,9 +753,7 @@ def accept_batches(
     validated = _validate(
         data, max_decompressed_bytes, max_batch_bytes, stamps, require_keys, window
     )
-    recode = codec is not None and any(
-        h.attributes & _COMPRESSION_MASK != codec for _, h in validated
-    )
+    recode = codec is not None and any(h.attributes & CODEC_MASK != codec for _, h in validated)
     if not stamps and not recode and not log_append_time:
         return data, validated
     if not stamps:
@@ -799,10 +762,10 @@ def accept_batches(
     out = bytearray(data)
     for index, max_timestamp in stamps:
         pos, header = validated[index]
-        _MAX_TS.pack_into(out, pos + _MAX_TIMESTAMP_POS, max_timestamp)
+        _MAX_TS.pack_into(out, pos + MAX_TIMESTAMP_AT, max_timestamp)
         end = pos + header.size
-        _CRC.pack_into(out, pos + _CRC_POS, crc32c(memoryview(out)[pos + _ATTRIBUTES_POS : end]))
-        validated[index] = (pos, _new_tuple(BatchHeader, _HEADER.unpack_from(out, pos)))
+        _CRC.pack_into(out, pos + CRC_AT, crc32c(memoryview(out)[pos + ATTRIBUTES_AT : end]))
+        validated[index] = (pos, _new_tuple(BatchHeader, HEADER.unpack_from(out, pos)))
     if recode or log_append_time:
         stamp = (ms_now() if now is None else now) if log_append_time else None
         return restamp_batches(bytes(out), validated, codec=codec, log_append_time=stamp)
@@ -830,29 +793,29 @@ def restamp_batches(
     for pos, header in batches:
         end = pos + header.size
         attributes = header.attributes
-        own = attributes & _COMPRESSION_MASK
-        covered = bytearray(data[pos + _ATTRIBUTES_POS : end])
+        own = attributes & CODEC_MASK
+        covered = bytearray(data[pos + ATTRIBUTES_AT : end])
         if codec is not None and codec != own:
             records = data[pos + HEADER_SIZE : end]
             if own:
                 records = decompress(own, records, _INT32_MAX)
             body = compress(codec, records) if codec else bytes(records)
-            attributes = (attributes & ~_COMPRESSION_MASK) | codec
+            attributes = (attributes & ~CODEC_MASK) | codec
             covered[_RECORDS_IN_COVERED:] = body
         if log_append_time is not None:
-            attributes |= _TIMESTAMP_TYPE_BIT
-            _MAX_TS.pack_into(covered, _MAX_TIMESTAMP_POS - _ATTRIBUTES_POS, log_append_time)
+            attributes |= TIMESTAMP_TYPE_BIT
+            _MAX_TS.pack_into(covered, MAX_TIMESTAMP_AT - ATTRIBUTES_AT, log_append_time)
         struct.pack_into(">h", covered, 0, attributes)
         at = len(out)
-        out += _PREFIX_CRC.pack(
+        out += PREFIX_CRC.pack(
             header.base_offset,
-            _ATTRIBUTES_POS - LOG_OVERHEAD + len(covered),
+            ATTRIBUTES_AT - LOG_OVERHEAD + len(covered),
             header.partition_leader_epoch,
             MAGIC,
             crc32c(covered),
         )
         out += covered
-        headers.append((at, _new_tuple(BatchHeader, _HEADER.unpack_from(out, at))))
+        headers.append((at, _new_tuple(BatchHeader, HEADER.unpack_from(out, at))))
     return bytes(out), headers
 
 
@@ -887,14 +850,14 @@ def _validate(
                 f"{where}: payload of {total - pos} bytes is shorter than the "
                 f"{HEADER_SIZE}-byte batch header"
             )
-        fields = _HEADER.unpack_from(data, pos)
+        fields = HEADER.unpack_from(data, pos)
         if fields[3] != MAGIC:
             raise InvalidBatch(
                 f"{where}: magic byte is {fields[3]}, only magic {MAGIC} is supported"
             )
-        if fields[1] < _MIN_BATCH_LENGTH:
+        if fields[1] < MIN_BATCH_LENGTH:
             raise CorruptMessage(
-                f"{where}: batch length {fields[1]} is below the minimum {_MIN_BATCH_LENGTH}"
+                f"{where}: batch length {fields[1]} is below the minimum {MIN_BATCH_LENGTH}"
             )
         header: BatchHeader = _new_tuple(BatchHeader, fields)
         end = pos + header.size
@@ -908,10 +871,10 @@ def _validate(
                 f"{where} is {header.size} bytes, above the broker's limit of "
                 f"{max_batch_bytes} bytes"
             )
-        if crc32c(memoryview(data)[pos + _ATTRIBUTES_POS : end]) != header.crc:
+        if crc32c(memoryview(data)[pos + ATTRIBUTES_AT : end]) != header.crc:
             raise CorruptMessage(f"{where}: CRC-32C mismatch")
         _check_header(header, where)
-        codec = header.attributes & _COMPRESSION_MASK
+        codec = header.attributes & CODEC_MASK
         if codec:
             try:
                 records = decompress(codec, data[pos + HEADER_SIZE : end], max_decompressed_bytes)
@@ -985,19 +948,19 @@ def _check_window(
 def _check_header(header: BatchHeader, where: str) -> None:
     """The header checks Kafka applies to a client batch before looking at records."""
     attributes = header.attributes
-    if attributes & _TRANSACTIONAL_BIT and header.producer_id < 0:
+    if attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
         raise InvalidBatch(f"{where}: a transactional batch needs a producer id")
-    if attributes & _CONTROL_BIT:
+    if attributes & CONTROL_BIT:
         raise InvalidBatch(f"{where}: clients may not write control batches")
-    if attributes & _DELETE_HORIZON_BIT:
+    if attributes & DELETE_HORIZON_BIT:
         raise InvalidBatch(f"{where}: the delete-horizon flag is set only by a broker")
-    if attributes & _TIMESTAMP_TYPE_BIT:
+    if attributes & TIMESTAMP_TYPE_BIT:
         raise InvalidTimestamp(
             f"{where}: timestamp type LogAppendTime is set only by a broker; "
             f"clients send CreateTime"
         )
-    if attributes & _COMPRESSION_MASK > _MAX_CODEC:
-        raise InvalidBatch(f"{where}: unknown compression codec {attributes & _COMPRESSION_MASK}")
+    if attributes & CODEC_MASK > _MAX_CODEC:
+        raise InvalidBatch(f"{where}: unknown compression codec {attributes & CODEC_MASK}")
     if header.record_count < 1:
         raise InvalidBatch(f"{where}: record count {header.record_count} is below 1")
     if header.record_count != header.last_offset_delta + 1:
@@ -1292,13 +1255,13 @@ def scan_batches(buf: Buffer, pos: int = 0) -> tuple[list[tuple[int, BatchHeader
     view = memoryview(buf)
     try:
         while total - pos >= HEADER_SIZE:
-            fields = _HEADER.unpack_from(view, pos)
-            if fields[3] != MAGIC or fields[1] < _MIN_BATCH_LENGTH:
+            fields = HEADER.unpack_from(view, pos)
+            if fields[3] != MAGIC or fields[1] < MIN_BATCH_LENGTH:
                 break
             end = pos + fields[1] + LOG_OVERHEAD
             if end > total:
                 break
-            if crc32c(view[pos + _ATTRIBUTES_POS : end]) != fields[4]:
+            if crc32c(view[pos + ATTRIBUTES_AT : end]) != fields[4]:
                 break
             result.append((pos, _new_tuple(BatchHeader, fields)))
             pos = end
@@ -1339,7 +1302,7 @@ def decode_records(
         )
     # One copy serves both the CRC and the records, whose keys and values are then
     # slices of plain bytes.
-    covered = buf[pos + _ATTRIBUTES_POS : end_in_buf]
+    covered = buf[pos + ATTRIBUTES_AT : end_in_buf]
     if type(covered) is not bytes:
         covered = bytes(covered)
     if verify and crc32c(covered) != header.crc:
@@ -1350,7 +1313,7 @@ def decode_records(
     if count < 0:
         raise CorruptBatch(f"batch at position {pos}: negative record count {count}")
     # After the CRC check, so damaged attribute bits read as corruption, not as compression.
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & CODEC_MASK
     try:
         if codec:
             try:
@@ -1368,7 +1331,7 @@ def decode_records(
 
 
 # Where the records start in the CRC-covered part of a batch.
-_RECORDS_IN_COVERED = HEADER_SIZE - _ATTRIBUTES_POS
+_RECORDS_IN_COVERED = HEADER_SIZE - ATTRIBUTES_AT
 
 
 def _decode_body(data: bytes, i: int, header: BatchHeader, min_offset: int) -> list[Record]:

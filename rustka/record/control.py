@@ -17,14 +17,22 @@ import struct
 from crc32c import crc32c
 
 from rustka.record.batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
     BatchHeader,
     Buffer,
     decode_records,
     encode_varint,
     encode_varlong,
+)
+from rustka.record.header import (
+    CONTROL_BIT,
+    COVERED_HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_LEADER_EPOCH,
+    NO_SEQUENCE,
+    PREFIX_CRC,
+    TRANSACTIONAL_BIT,
 )
 
 __all__ = [
@@ -40,15 +48,9 @@ __all__ = [
 
 ABORT = 0
 COMMIT = 1
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
 _MARKER_VERSION = 0
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
-_COVERED = struct.Struct(">hiqqqhii")
-_PREFIX = struct.Struct(">qiibI")
-_NO_SEQUENCE = -1
-_NO_LEADER_EPOCH = -1
 
 
 def is_control(header: BatchHeader) -> bool:
@@ -79,20 +81,20 @@ def encode_control_batch(
     )
     record = encode_varint(len(body)) + body
     covered = (
-        _COVERED.pack(
+        COVERED_HEADER.pack(
             TRANSACTIONAL_BIT | CONTROL_BIT,
             0,
             timestamp,
             timestamp,
             producer_id,
             producer_epoch,
-            _NO_SEQUENCE,
+            NO_SEQUENCE,
             1,
         )
         + record
     )
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(record)
-    return _PREFIX.pack(0, batch_length, _NO_LEADER_EPOCH, MAGIC, crc32c(covered)) + covered
+    return PREFIX_CRC.pack(0, batch_length, NO_LEADER_EPOCH, MAGIC, crc32c(covered)) + covered
 
 
 def marker_type(data: Buffer, pos: int = 0) -> int | None:

@@ -48,6 +48,7 @@ from rustka.record.batch import (
     parse_header,
     rewrite_batch,
 )
+from rustka.record.header import CONTROL_BIT, TRANSACTIONAL_BIT
 from rustka.storage.log_files import CLEANED_SUFFIX, CleanerCheckpoint
 from rustka.storage.partition_log import PartitionLog, SegmentsChanged
 from rustka.storage.segment import MAX_RELATIVE_OFFSET, Segment
@@ -88,8 +89,6 @@ def _entry_bytes(stored_length: int) -> int:
 
 
 _COSTS = [_entry_bytes(n) for n in range(_DIGEST_BYTES + 1)]
-_CONTROL_BIT = 0x20
-_TRANSACTIONAL_BIT = 0x10
 
 
 def _key_of(key: bytes) -> bytes:
@@ -440,8 +439,8 @@ class Cleaning:
                 for pos, header in entries:
                     if header.last_offset < start:
                         continue
-                    if header.attributes & _CONTROL_BIT or (
-                        header.attributes & _TRANSACTIONAL_BIT
+                    if header.attributes & CONTROL_BIT or (
+                        header.attributes & TRANSACTIONAL_BIT
                         and self.log.is_aborted(header.producer_id, header.base_offset)
                     ):
                         # An aborted record supersedes nothing (Kafka's cleaner leaves
@@ -512,7 +511,7 @@ class Cleaning:
         rewritten batch, a header-only batch, or None (Kafka's filterTo and
         shouldRetainRecord)."""
         stats = self.stats
-        if header.attributes & _CONTROL_BIT:
+        if header.attributes & CONTROL_BIT:
             return buf[pos : pos + header.size]
         if (
             work.first_dirty <= header.base_offset

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rustka.config import Config
 from rustka.errors import CorruptBatch, InvalidBatch
 from rustka.names import OFFSETS_TOPIC
 from rustka.record.batch import BatchHeader, crc_ok, decode_records, parse_header
 from rustka.record.compression import codec_name
 from rustka.record.control import ABORT, COMMIT, marker_type
-from rustka.settings import ConfigError
+from rustka.record.header import CODEC_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 from rustka.storage.log_files import (
     CLEAN_SHUTDOWN_MARKER,
     CLEANER_CHECKPOINT_FILE,
@@ -57,7 +57,19 @@ from rustka.storage.offsets import decode_key, decode_value
 from rustka.storage.time_index import TIME_INDEX_ENTRY
 from rustka.storage.txn_log import TRANSACTIONS_DIR
 
-__all__ = ["Problem", "Report", "check_data_dir", "dump_path", "dump_segment", "format_dump"]
+__all__ = [
+    "Problem",
+    "Report",
+    "TopicConfigCheck",
+    "check_data_dir",
+    "dump_path",
+    "dump_segment",
+    "format_dump",
+]
+
+TopicConfigCheck = Callable[[Mapping[str, str]], str | None]
+"""What is wrong with a topic's own configs, or None. Which configs a broker accepts is
+the configuration layer's knowledge, above storage, so the caller hands it in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +134,10 @@ def _header_json(pos: int, header: BatchHeader, ok: bool) -> dict[str, Any]:
         "crc": header.crc,
         "crc_ok": ok,
         "attributes": attributes,
-        "compression": codec_name(attributes & 0x07),
-        "timestamp_type": "LogAppendTime" if attributes & 0x08 else "CreateTime",
-        "transactional": bool(attributes & 0x10),
-        "control": bool(attributes & 0x20),
+        "compression": codec_name(attributes & CODEC_MASK),
+        "timestamp_type": "LogAppendTime" if attributes & TIMESTAMP_TYPE_BIT else "CreateTime",
+        "transactional": bool(attributes & TRANSACTIONAL_BIT),
+        "control": bool(attributes & CONTROL_BIT),
         "base_timestamp": header.base_timestamp,
         "max_timestamp": header.max_timestamp,
         "producer_id": header.producer_id,
@@ -161,7 +173,7 @@ def dump_segment(path: Path) -> dict[str, Any]:
             entry["error"] = str(exc)
             problems.append(Problem(str(path), pos, str(exc)))
         else:
-            if header.attributes & 0x20:
+            if header.attributes & CONTROL_BIT:
                 kind = marker_type(data, pos)
                 entry["marker"] = None if kind is None else {COMMIT: "COMMIT", ABORT: "ABORT"}[kind]
             entry["records"] = [
@@ -273,8 +285,12 @@ def _read(path: Path) -> bytes:
 # --------------------------------------------------------------------------- check
 
 
-def check_data_dir(data_dir: Path) -> Report:
-    """Verify every segment, index, time index and checkpoint under ``data_dir``; read-only."""
+def check_data_dir(data_dir: Path, topic_config_problem: TopicConfigCheck | None = None) -> Report:
+    """Verify every segment, index, time index and checkpoint under ``data_dir``; read-only.
+
+    Each topic's config file is checked for damage, and its configs with
+    ``topic_config_problem`` when one is given.
+    """
     data_dir = Path(data_dir)
     report = Report()
     if not data_dir.is_dir():
@@ -286,7 +302,7 @@ def check_data_dir(data_dir: Path) -> Report:
     for entry in sorted(data_dir.iterdir()):
         if entry.name in (OFFSETS_TOPIC, TRANSACTIONS_DIR) or not entry.is_dir():
             continue
-        _check_topic_config(entry, report)
+        _check_topic_config(entry, report, topic_config_problem)
         partitions.extend(
             sub for sub in sorted(entry.iterdir()) if sub.is_dir() and sub.name.isdigit()
         )
@@ -305,7 +321,9 @@ def check_data_dir(data_dir: Path) -> Report:
     return report
 
 
-def _check_topic_config(directory: Path, report: Report) -> None:
+def _check_topic_config(
+    directory: Path, report: Report, topic_config_problem: TopicConfigCheck | None
+) -> None:
     """The topic's own configs: an intact file, and every config one the broker accepts."""
     path = directory / TOPIC_CONFIG_FILE
     leftover = path.with_name(TOPIC_CONFIG_FILE + ".tmp")
@@ -322,10 +340,9 @@ def _check_topic_config(directory: Path, report: Report) -> None:
     except DamagedFile as e:
         report.problems.append(Problem(str(path), None, f"damaged: {e}"))
         return
-    try:
-        Config().log_config(configs)
-    except ConfigError as e:
-        report.problems.append(Problem(str(path), None, str(e)))
+    problem = None if topic_config_problem is None else topic_config_problem(configs)
+    if problem is not None:
+        report.problems.append(Problem(str(path), None, problem))
 
 
 def _check_partition(directory: Path, report: Report, *, commits: bool) -> None:

@@ -39,8 +39,6 @@ from pathlib import Path
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
 from rustka.names import OFFSETS_TOPIC, validate_group, validate_topic
 from rustka.record.batch import (
-    HEADER_SIZE,
-    MAGIC,
     Record,
     crc_ok,
     decode_records,
@@ -48,6 +46,7 @@ from rustka.record.batch import (
     ms_now,
     parse_header,
 )
+from rustka.record.header import HEADER_SIZE, MAGIC, MAGIC_AT
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_files import LOG_SUFFIX, base_offset_of, log_name
 from rustka.storage.partition_log import PartitionLog
@@ -72,8 +71,7 @@ OffsetKey = tuple[str, str, int]
 # (group, topic, partition, offset), optionally followed by the commit's metadata.
 # A bare (group, topic, partition) deletes that commit.
 Commit = tuple[str, str, int, int] | tuple[str, str, int, int, str] | tuple[str, str, int]
-# Where the magic byte sits in a batch header: what a resync after damage looks for.
-_MAGIC_POS = 16
+# The magic byte at its place in a batch header is what a resync after damage looks for.
 _MAGIC_BYTE = bytes((MAGIC,))
 
 
@@ -92,9 +90,9 @@ class SkippedBatch:
 def _next_intact(data: bytes, start: int) -> int:
     """Position of the first whole, CRC-valid batch at or after ``start``, or len(data)."""
     find = data.find
-    i = find(_MAGIC_BYTE, start + _MAGIC_POS)
+    i = find(_MAGIC_BYTE, start + MAGIC_AT)
     while i != -1:
-        pos = i - _MAGIC_POS
+        pos = i - MAGIC_AT
         if _intact_at(data, pos):
             return pos
         i = find(_MAGIC_BYTE, i + 1)

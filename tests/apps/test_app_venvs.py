@@ -13,6 +13,8 @@ import pytest
 
 from tools import app_venvs
 
+pytestmark = pytest.mark.apps
+
 
 @pytest.fixture
 def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -26,6 +26,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.apps.programs import (
     START_S,
     app_python,
@@ -47,6 +49,8 @@ from tests.apps.programs import (
 )
 from tests.kafka.real_clients import confluent_produce
 from tools.twistd_process import start_broker
+
+pytestmark = pytest.mark.apps
 
 APP_ID = "word-counter"
 INPUT = "words"

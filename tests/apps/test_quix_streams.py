@@ -18,6 +18,8 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.apps.programs import (
     START_S,
     app_python,
@@ -39,6 +41,8 @@ from tests.apps.programs import (
 )
 from tests.kafka.real_clients import confluent_produce
 from tools.twistd_process import start_broker
+
+pytestmark = pytest.mark.apps
 
 GROUP = "word-counter"
 INPUT = "words"

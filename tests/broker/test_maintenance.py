@@ -8,6 +8,7 @@ from typing import Any
 import pytest_twisted
 from prometheus_client import generate_latest
 from twisted.internet import defer
+from twisted.internet.task import Clock
 
 from rustka.errors import StorageError
 from rustka.ops.metrics import metrics_registry
@@ -168,8 +169,6 @@ async def test_offsets_of_empty_groups_expire_after_offsets_retention(
 ) -> None:
     """A group nobody is in loses its commits once they and its emptiness are
     offsets_retention_ms old, for good; a group with a member keeps them."""
-    from twisted.internet import reactor, task
-
     from rustka.broker.coordinator import JoinRequest
     from rustka.broker.groups import GroupErrorCode
 
@@ -185,10 +184,7 @@ async def test_offsets_of_empty_groups_expire_after_offsets_retention(
         await within(core.commit_offsets("live", {("t", 0): 7}))
         await within(core.enforce_retention())  # nothing is old enough yet
         assert core.committed_offsets("idle") == {("t", 0): 5, ("t", 1): 6}
-        started = ms_now()
-        # The precondition is that the retention has passed, on the wall clock.
-        await within(task.deferLater(reactor, 2 * retention_ms / 1000, lambda: None))
-        assert ms_now() - started >= retention_ms
+        core.maintenance.clock = clock_past(retention_ms)
         await within(core.enforce_retention())
         assert core.committed_offsets("idle") == {}
         assert "idle" not in core.group_names()
@@ -286,16 +282,49 @@ async def test_retention_keeps_deleted_segments_for_the_topics_file_delete_delay
         await running.stop()
 
 
-async def _old_commits(core: Any, retention_ms: int, commits: dict[Any, int]) -> None:
-    """Commit for the group "idle" and let ``retention_ms`` pass on the wall clock (the
-    expiry's precondition, as above)."""
-    from twisted.internet import reactor, task
+@pytest_twisted.ensureDeferred
+async def test_time_retention_reads_the_maintenance_clock(broker_factory: Any) -> None:
+    """retention.ms is judged against the maintenance clock, not the wall clock: an hour
+    of retention deletes nothing now, and everything but the newest data once the clock
+    is moved two hours on, with no wait."""
+    running = await broker_factory(segment_bytes=200, retention_check_interval_ms=3_600_000)
+    try:
+        core = running.broker
+        await within(core.create_topic("aged", 1, {"retention.ms": "3600000"}))
+        for _ in range(4):
+            payload = encode_batch([Record(b"k", b"v" * 150)], timestamp=ms_now())
+            await within(core.append("aged", 0, payload, auto_create=False))
+        plog = core.partition("aged", 0)
+        segments = len(plog.segments)
+        assert segments >= 3
+        await within(core.enforce_retention())
+        assert len(plog.segments) == segments
+        assert core.stats.retention_deleted_segments == 0
+        core.maintenance.clock = clock_past(3_600_000)
+        await within(core.enforce_retention())
+        assert core.stats.retention_deleted_segments == segments - 1
+        # Kafka keeps the active segment: the last batch stays readable.
+        assert (plog.log_start_offset, plog.end_offset) == (3, 4)
+    finally:
+        await running.stop()
 
+
+def clock_past(retention_ms: int) -> Clock:
+    """A clock for the maintenance passes that reads twice ``retention_ms`` past now:
+    what was committed and emptied before it is old enough to expire, without a wait."""
+    from twisted.internet import reactor
+
+    clock = Clock()
+    clock.advance(reactor.seconds() + 2 * retention_ms / 1000)
+    return clock
+
+
+async def _old_commits(core: Any, retention_ms: int, commits: dict[Any, int]) -> None:
+    """Commit for the group "idle", then move the maintenance clock past ``retention_ms``
+    (the expiry's precondition, as above)."""
     await within(core.create_topic("t", 2))
     await within(core.commit_offsets("idle", commits))
-    started = ms_now()
-    await within(task.deferLater(reactor, 2 * retention_ms / 1000, lambda: None))
-    assert ms_now() - started >= retention_ms
+    core.maintenance.clock = clock_past(retention_ms)
 
 
 def _block_lane(core: Any) -> tuple[Any, defer.Deferred[Any]]:

@@ -709,6 +709,7 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_a_call_with_nothing_in_flight_is_on_the_socket_when_it_returns() -> None:
     """One request, one answer: the request is in the kernel before the reactor turns

@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import threads
 
 from tests.conftest import RunningBroker, within
+
+pytestmark = pytest.mark.clients
 
 
 def in_thread(f: Callable[..., Any], *args: Any) -> Any:

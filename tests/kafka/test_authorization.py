@@ -68,10 +68,14 @@ def test_produce_writes_the_allowed_topics_and_answers_the_others() -> None:
     assert g._access.denials == {"WRITE": 1}
 
 
-def test_produce_with_acks_0_refused_whole_answers_nothing() -> None:
+def test_produce_with_acks_0_refused_whole_still_answers_each_partition() -> None:
+    """The guard answers acks=0 like any Produce; the acks=0 rule is dispatch's, which
+    sees these errors and hangs up (test_handlers.py)."""
     body = {"acks": 0, "topic_data": [{"name": "no", "partition_data": [{"index": 0}]}]}
     admitted, finish = guard(ApiKey.PRODUCE, gate(), body, 8)
-    assert admitted is None and finish(None) is None
+    assert admitted is None
+    [entry] = finish(None)["responses"]
+    assert entry["partition_responses"][0]["error_code"] == E.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_a_transactional_produce_needs_its_transactional_id() -> None:

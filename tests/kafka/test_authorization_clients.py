@@ -27,6 +27,8 @@ from rustka.security.acl import (
 from rustka.security.acl_store import ACL_FILE, AclFileError, load_acls, save_acls
 from tests.conftest import RunningBroker, start_broker, within
 
+pytestmark = pytest.mark.clients
+
 ANON = "User:ANONYMOUS"
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

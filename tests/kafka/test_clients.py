@@ -16,6 +16,8 @@ from twisted.internet import threads
 from tests.conftest import RunningBroker, within
 from tests.kafka import real_clients as rc
 
+pytestmark = pytest.mark.clients
+
 
 def in_thread(f: Any, *args: Any, **kwargs: Any) -> Any:
     return within(threads.deferToThread(f, *args, **kwargs), 90)

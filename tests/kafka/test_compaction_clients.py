@@ -17,12 +17,15 @@ import random
 import time
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import task, threads
 
 from rustka.record.batch import parse_header
 from tests.conftest import within
 from tests.kafka import real_clients as rc
+
+pytestmark = pytest.mark.clients
 
 RETENTION_MS = 6000
 SETTINGS = {

@@ -17,10 +17,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rustka.native import codec as p
 from rustka.storage.inspect import dump_path
 from tools.twistd_process import STORAGE_READY, Twistd, start_broker
 from tools.wire import SyncClient
+
+pytestmark = pytest.mark.system
 
 TOPIC = "crash-idem"
 PARTITIONS = 2

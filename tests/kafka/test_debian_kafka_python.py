@@ -23,6 +23,8 @@ from rustka.record.batch import Record
 from tests.conftest import RunningBroker, within
 from tests.kafka.stored import codec_of, stored_batches
 
+pytestmark = pytest.mark.clients
+
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 DRIVER = Path(__file__).parent / "debian_kafka_python.py"
 DEBIAN_KAFKA = "/usr/lib/python3/dist-packages/kafka/__init__.py"

@@ -33,6 +33,8 @@ from rustka.record.batch import Record
 from tests.conftest import RunningBroker, within
 from tests.kafka.stored import codec_of, stored_batches
 
+pytestmark = pytest.mark.clients
+
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).parent / "go" / "sarama_check" / "main.go"
 GOPATH = Path("/usr/share/gocode")

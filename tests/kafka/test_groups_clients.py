@@ -33,6 +33,8 @@ from rustka.ops.assignments import consumer_assignment
 from rustka.ops.manhole import admin_namespace, kafka_group_rows
 from tests.conftest import LogWatcher, RunningBroker, start_broker, within
 
+pytestmark = pytest.mark.clients
+
 RUSTKA = str(Path(sys.executable).parent / "rustka")
 SESSION_MS = 3000
 HEARTBEAT_MS = 300

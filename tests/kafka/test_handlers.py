@@ -4,6 +4,7 @@ the real clients never send: bad batches, duplicates, sequence gaps, acks=0, lim
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
 import crc32c
@@ -20,8 +21,10 @@ from rustka.record.batch import (
     ms_now,
     scan_batches,
 )
+from rustka.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from rustka.security.acl_store import ACL_FILE, save_acls
 from rustka.storage.inspect import dump_path
-from tests.conftest import RunningBroker, reactor_turns, within
+from tests.conftest import RunningBroker, reactor_turns, start_broker, within
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PID = 0, 1, 2, 3, 22
 
@@ -547,6 +550,42 @@ async def test_an_acks_zero_produce_that_fails_closes_the_connection(
         assert await end_offset(k2, "quiet", 0) == 0
     finally:
         await k2.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_denied_acks_zero_produce_closes_the_connection(data_dir: Path) -> None:
+    """A partition the ACLs deny is a failure like any other: Kafka's request handler
+    merges it into the answer, then hangs up on the acks=0 producer. The allowed
+    partition of the same request is still written."""
+    data_dir.mkdir(parents=True)
+    allowed = [
+        AclBinding(t, n, PatternType.LITERAL, "User:ANONYMOUS", "*", op, Permission.ALLOW)
+        for t, n, op in (
+            (ResourceType.TOPIC, "ok", Operation.ALL),
+            (ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE),
+        )
+    ]
+    save_acls(data_dir / ACL_FILE, allowed)
+    running = await start_broker(data_dir, authorizer_enabled=True)
+    try:
+        k = await kafka(running)
+        batch = encode_batch([Record(b"k", b"v")])
+        k.send_only(
+            PRODUCE,
+            produce_body({("ok", 0): batch, ("no", 0): batch}, acks=0),
+            k.version_for(PRODUCE),
+        )
+        await within(k.closed, 10)
+        k2 = await kafka(running)
+        try:
+            assert await end_offset(k2, "ok", 0) == 1
+            # A request of allowed partitions only keeps the connection: later ones answer.
+            k2.send_only(PRODUCE, produce_body({("ok", 0): batch}, acks=0), k2.version_for(PRODUCE))
+            assert await end_offset(k2, "ok", 0) == 2
+        finally:
+            await k2.close()
+    finally:
+        await running.stop()
 
 
 @pytest_twisted.ensureDeferred

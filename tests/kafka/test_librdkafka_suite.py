@@ -20,6 +20,8 @@ from twisted.internet import threads
 from tests.conftest import start_broker, within
 from tools import librdkafka_suite as suite
 
+pytestmark = pytest.mark.clients
+
 #: Wall-clock bound of the whole run; the tests themselves take about 3 minutes.
 RUN_BOUND_S = 1200
 

@@ -983,6 +983,7 @@ KCAT_API_VERSIONS_V3 = hx(
 )
 
 
+@pytest.mark.clients
 def test_kcat_api_versions_v3_request() -> None:
     header, pos = decode_request_header(KCAT_API_VERSIONS_V3)
     assert header == (18, 3, 1, "kcat")

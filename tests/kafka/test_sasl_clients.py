@@ -30,10 +30,13 @@ from tests.kafka import real_clients as rc
 from tests.kafka.stored import stored_batches
 from tests.security.pki import make_pki
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Passing pyOpenSSL X509 objects is deprecated:DeprecationWarning",
-    "ignore:Passing pyOpenSSL PKey objects is deprecated:DeprecationWarning",
-)
+pytestmark = [
+    pytest.mark.clients,
+    pytest.mark.filterwarnings(
+        "ignore:Passing pyOpenSSL X509 objects is deprecated:DeprecationWarning",
+        "ignore:Passing pyOpenSSL PKey objects is deprecated:DeprecationWarning",
+    ),
+]
 
 PASSWORD = "s3cret-alice"
 SCRAM = ["SCRAM-SHA-256", "SCRAM-SHA-512"]

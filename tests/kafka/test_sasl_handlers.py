@@ -93,6 +93,7 @@ def can_log_in(address: str, user: str, password: str, mechanism: str) -> bool:
     return metadata_ok and not errors
 
 
+@pytest.mark.clients
 @pytest_twisted.ensureDeferred
 async def test_users_made_described_and_deleted_by_an_admin_client(
     data_dir: Path, log_watcher: Any
@@ -170,6 +171,7 @@ async def test_users_made_described_and_deleted_by_an_admin_client(
         await running.stop()
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("twice", ["upsert", "mixed"])
 @pytest_twisted.ensureDeferred
 async def test_one_user_twice_in_a_request_is_refused_whole(data_dir: Path, twice: str) -> None:

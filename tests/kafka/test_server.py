@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import defer, threads
 from twisted.protocols.basic import Int32StringReceiver
@@ -407,7 +408,7 @@ async def test_pipelined_fetches_of_a_client_that_never_reads_stay_within_the_bu
 
         await reactor_turns(settled)
         assert proto is not None
-        served = factory.stats[FETCH].requests
+        served = factory.request_stats.of(FETCH).answered
         # Each answer is ~128 KiB: all 300 would be ~38 MiB.
         assert served < count
         assert proto.budget.reserved == 0
@@ -415,7 +416,7 @@ async def test_pipelined_fetches_of_a_client_that_never_reads_stay_within_the_bu
         assert peak_buffered <= 2 * budget, peak_buffered
         ids = await within(threads.deferToThread(_read_frames, sock, count), 60)
         assert ids == list(range(count))
-        assert factory.stats[FETCH].requests == count
+        assert factory.request_stats.of(FETCH).answered == count
     finally:
         sock.close()
         await running.stop()
@@ -451,7 +452,7 @@ async def test_a_handler_that_fails_later_hangs_up_after_the_answers_before_it(
         await within(c.lost)
         [versions] = c.frames
         assert messages.decode_response(API_VERSIONS, 0, versions)[0] == 1
-        assert factory.stats[API_VERSIONS].requests == 1
+        assert factory.request_stats.of(API_VERSIONS).answered == 1
         assert not factory.connections
     finally:
         await port.stopListening()
@@ -511,6 +512,7 @@ async def test_a_graceful_close_of_a_client_that_stopped_reading_closes_once_it_
         await running.stop()
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_answers_leave_on_the_socket_in_the_call_that_makes_them(
     broker: RunningBroker,

@@ -24,6 +24,8 @@ from tests.conftest import RunningBroker
 from tests.kafka import real_clients as rc
 from tests.kafka.test_clients import in_thread
 
+pytestmark = pytest.mark.clients
+
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 LINES = [f"line {i} " + "compressible " * 8 for i in range(40)]
 

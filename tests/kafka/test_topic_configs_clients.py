@@ -9,12 +9,15 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import threads
 
 from rustka.record.batch import scan_batches
 from tests.conftest import RunningBroker, within
 from tests.kafka.real_clients import confluent_produce
+
+pytestmark = pytest.mark.clients
 
 
 def in_thread(f: Callable[..., Any], *args: Any) -> Any:

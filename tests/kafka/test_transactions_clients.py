@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import task, threads
 
@@ -27,6 +28,8 @@ from rustka.record.control import ABORT, COMMIT, marker_type
 from rustka.storage.partition_log import PartitionLog
 from rustka.storage.txn_log import TxnState
 from tests.conftest import within
+
+pytestmark = pytest.mark.clients
 
 QUICK = {"socket.timeout.ms": 10000, "message.timeout.ms": 15000}
 # librdkafka compresses a batch only when that makes it smaller.
@@ -455,10 +458,10 @@ async def test_a_read_committed_consumer_waits_for_offsets_a_transaction_staged(
     assert core.transactions.pending_offsets("stable-g") == {("stable", 0)}
     uncommitted = threads.deferToThread(committed_offset, broker.address, "read_uncommitted")
     assert await within(uncommitted, 60) == -1001  # nothing committed yet: OFFSET_INVALID
-    offset_fetch = broker.top.kafka_factory.api_stats(9)
-    unstable_before = offset_fetch.errors.get(88, 0)
+    offset_fetch = broker.top.kafka_factory.request_stats.of(9)
+    unstable_before = offset_fetch.error_codes.get(88, 0)
     waiting = threads.deferToThread(committed_offset, broker.address, "read_committed")
-    await reactor_turns(lambda: offset_fetch.errors.get(88, 0) >= unstable_before + 2, 30)
+    await reactor_turns(lambda: offset_fetch.error_codes.get(88, 0) >= unstable_before + 2, 30)
     assert not waiting.called, "the consumer took an offset while the transaction held one"
     await within(threads.deferToThread(producer.commit_transaction, 20), 60)
     assert await within(waiting, 60) == 7

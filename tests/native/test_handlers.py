@@ -29,7 +29,12 @@ async def test_every_failure_becomes_a_response(broker: RunningBroker) -> None:
     assert isinstance(out, p.OutOfRange) and out.offset == 99 and out.log_start == 0
     bad = await ask(broker, p.ProduceBatch("t", 0, b"\x00" * 70))
     assert isinstance(bad, p.Failure) and bad.code == 8
-    assert broker.broker.stats.errors == {"Fetch": 1, "FetchBatch": 2, "ProduceBatch": 1}
+    stats = broker.top.factory.request_stats.operations
+    assert {op: s.failed for op, s in stats.items() if s.failed} == {
+        "Fetch": 1,
+        "FetchBatch": 2,
+        "ProduceBatch": 1,
+    }
 
 
 @pytest_twisted.ensureDeferred
@@ -149,12 +154,12 @@ async def test_produce_many_stores_a_burst_in_one_write(broker: RunningBroker) -
     requests = [p.Produce("burst", b"k%d" % i, b"v%d" % i) for i in range(50)]
     tokens = list(range(50))
     collector = Collector(50)
-    before = broker.broker.stats.completed.get("Produce", 0)
+    before = broker.top.factory.request_stats.of("Produce").answered
     broker.factory.handler.produce_many(requests, tokens, collector.reply)
     await within(collector.done)
     assert [collector.answers[i] for i in tokens] == [p.Produced(0, i) for i in range(50)]
     assert collector.calls == 1
-    assert broker.broker.stats.completed["Produce"] == before + 50
+    assert broker.top.factory.request_stats.of("Produce").answered == before + 50
     plog = broker.broker.logs.topics["burst"].partitions[0]
     data = plog.read(0, 1 << 20)
     batches, _ = scan_batches(data)

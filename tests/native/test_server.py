@@ -514,6 +514,7 @@ async def test_seed_fetches_of_a_reader_that_never_reads_stay_within_the_budget(
         await running.stop()
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_answers_leave_on_the_socket_in_the_reactor_pass_that_makes_them(
     broker: RunningBroker,
@@ -548,6 +549,7 @@ async def test_answers_leave_on_the_socket_in_the_reactor_pass_that_makes_them(
     await close(c)
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_an_io_thread_answers_a_stored_produce_itself_in_order(
     broker: RunningBroker,
@@ -571,6 +573,7 @@ async def test_an_io_thread_answers_a_stored_produce_itself_in_order(
     await close(c)
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_pipelined_answers_from_io_threads_and_the_reactor_never_interleave(
     broker: RunningBroker,
@@ -708,6 +711,7 @@ async def test_a_connection_reset_while_its_produces_are_answered(broker: Runnin
     await close(admin)
 
 
+@pytest.mark.usefixtures("force_fast_paths")
 @pytest_twisted.ensureDeferred
 async def test_twisted_closes_the_socket_only_under_the_connections_output_lock(
     broker: RunningBroker,

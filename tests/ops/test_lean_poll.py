@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import defer
 from twisted.internet.protocol import Factory, Protocol
@@ -13,6 +14,9 @@ from twisted.logger import LogLevel, globalLogPublisher
 
 from rustka.ops import lean_poll
 from tests.conftest import within
+
+# These test the fast paths themselves: on even in a run with RUSTKA_FAST_PATHS=off.
+pytestmark = pytest.mark.usefixtures("force_fast_paths")
 
 
 class Echo(Protocol):

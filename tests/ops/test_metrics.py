@@ -264,6 +264,7 @@ def _kcat_list(address: str) -> str:
     return kcat("-b", address, "-L", "-J")
 
 
+@pytest.mark.clients
 @pytest_twisted.ensureDeferred
 async def test_kafka_requests_errors_latency_and_connections_by_protocol(
     broker_factory: Callable[..., Any],

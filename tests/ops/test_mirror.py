@@ -17,6 +17,8 @@ from tests.conftest import RunningBroker, within
 from tests.kafka import real_clients as rc
 from tests.kafka.tansu import Tansu
 
+pytestmark = pytest.mark.clients
+
 
 @pytest.fixture
 def tansu(tmp_path: Path) -> Iterator[Tansu]:

@@ -1022,6 +1022,7 @@ CLEANER_RECORDS = [
 ]
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
 def test_rewrite_batch_keeps_offsets_producer_fields_codec_and_timestamps(
     codec: str | None,

@@ -67,6 +67,7 @@ def aiokafka_batch(codec: int, count: int, *, producer_id: int = -1, sequence: i
     return bytes(builder.build())
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("codec", CODECS, ids=NAMES.get)
 def test_aiokafka_batches_decode_and_validate(codec: int) -> None:
     """Each codec as aiokafka writes it (xerial snappy, LZ4 frames): records come back exactly."""
@@ -79,6 +80,7 @@ def test_aiokafka_batches_decode_and_validate(codec: int) -> None:
     assert decode_records(batch, min_offset=290) == expected(300)[290:]
 
 
+@pytest.mark.clients
 def test_kafka_python_gzip_batch_decodes_and_validates() -> None:
     """kafka-python's builder (gzip: the codec it ships without optional packages)."""
     with warnings.catch_warnings():
@@ -105,6 +107,7 @@ def test_kafka_python_gzip_batch_decodes_and_validates() -> None:
     assert decode_records(batch) == expected(50)
 
 
+@pytest.mark.clients
 def test_idempotent_compressed_batch_keeps_producer_fields() -> None:
     """Producer id, epoch and sequence of an idempotent client batch pass through."""
     batch = aiokafka_batch(CODEC_ZSTD, 10, producer_id=4242, sequence=7)
@@ -121,6 +124,7 @@ def test_raw_snappy_as_librdkafka_writes_it() -> None:
     assert decode_records(batch) == expected(20)
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("codec", CODECS, ids=NAMES.get)
 def test_compress_batch_round_trips_and_others_can_read_it(codec: int) -> None:
     """Our own compression is readable by aiokafka's reader, i.e. by Kafka clients."""
@@ -142,6 +146,7 @@ def reseal(plain: bytes, records: bytes, codec: int) -> bytes:
     return bytes(header) + records
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("codec", CODECS, ids=NAMES.get)
 def test_damaged_compressed_payloads_are_invalid_batch(codec: int) -> None:
     """Truncated or flipped compressed bytes behind a valid CRC: always InvalidBatch when

@@ -197,6 +197,7 @@ def _final_with_nonce(server_first: bytes, nonce: str) -> bytes:
     return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
 
+@pytest.mark.clients
 def test_librdkafka_2_0s_doubled_client_nonce_is_accepted_but_nothing_else() -> None:
     """Debian's kcat (librdkafka 2.0) echoes its nonce, then the combined one."""
     combined = CLIENT_NONCE + SERVER_NONCE

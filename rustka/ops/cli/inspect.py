@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from rustka.config import Config
 from rustka.security.acl_store import ACL_FILE, check_acl_file
 from rustka.security.credentials import check_credential_file
+from rustka.settings import ConfigError
 from rustka.storage.inspect import Problem, Report, check_data_dir, dump_path, format_dump
 
 __all__ = ["COMMANDS", "add_parsers", "check", "run"]
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         else:
             out.write(format_dump(result) + "\n")
         return EXIT_PROBLEMS if result.get("problems") else EXIT_OK
-    report = check_data_dir(Path(args.data_dir))
+    report = check_data_dir(Path(args.data_dir), topic_config_problem)
     if Path(args.data_dir).is_dir():
         _check_security_files(Path(args.data_dir), report)
     if args.json:
@@ -79,6 +82,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
         out.write(f"checked {report.files_checked} files: {verdict}\n")
     return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def topic_config_problem(configs: Mapping[str, str]) -> str | None:
+    """Why a broker with default settings would refuse these topic configs, or None."""
+    try:
+        Config().log_config(configs)
+    except ConfigError as e:
+        return str(e)
+    return None
 
 
 def _check_security_files(data_dir: Path, report: Report) -> None:

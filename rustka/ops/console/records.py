@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rustka.errors import InvalidBatch
-from rustka.record.batch import LOG_OVERHEAD, decode_records, parse_header
+from rustka.record.batch import decode_records, parse_header
+from rustka.record.header import CONTROL_BIT, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT
 
 FORMATS = ("text", "json", "hex")
 """How keys and values are shown: text (hex if not UTF-8), JSON parsed where it is
 JSON, or always hex."""
-
-_CONTROL_BIT = 0x20
-_LOG_APPEND_TIME_BIT = 0x08
 
 
 @dataclass(slots=True)
@@ -100,11 +98,11 @@ def decode_page(
         end = pos + header.size
         if end > len(data):
             break
-        if header.attributes & _CONTROL_BIT:
+        if header.attributes & CONTROL_BIT:
             page.next_offset = max(page.next_offset, header.next_offset)
             pos = end
             continue
-        log_append = bool(header.attributes & _LOG_APPEND_TIME_BIT)
+        log_append = bool(header.attributes & TIMESTAMP_TYPE_BIT)
         for record in decode_records(data, pos, verify=True, min_offset=first):
             offset = record.offset if record.offset is not None else header.base_offset
             if offset < page.next_offset:

@@ -441,6 +441,7 @@ async def test_a_live_group_shows_members_and_refuses_a_reset(console: Console) 
         await within(held, 60)
 
 
+@pytest.mark.clients
 @pytest_twisted.ensureDeferred
 async def test_reset_to_an_offset_and_compressed_records(console: Console) -> None:
     from twisted.internet import threads

@@ -23,6 +23,8 @@ from twisted.internet import threads
 from tests.conftest import within
 from tests.ops.console.conftest import EVIL, EVIL_GROUP, EVIL_HEADER, ORDERS, TOKEN, Console
 
+pytestmark = pytest.mark.system
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 REPO = Path(__file__).resolve().parents[3]
