@@ -61,7 +61,12 @@ class PartitionStore(Protocol):
     def append_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0
     ) -> int:
-        """End a producer's transaction with a commit or abort marker; its offset."""
+        """End a producer's transaction with a commit or abort marker; its offset.
+
+        Only the transaction coordinator calls it. A producer with no open
+        transaction here still gets its marker, which changes nothing, so a
+        decision rolled forward twice is harmless.
+        """
         ...
 
     # ------------------------------------------------------------------ reading
