@@ -128,7 +128,7 @@ class LocalLog:
         self.log_start_note: str | None = None
         self._cleaner = CleanerCheckpoint()
 
-    # ------------------------------------------------------------------ opening
+    # ------------------------------------------------------------------ producer state
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -549,6 +549,8 @@ class LocalLog:
             if hit is not None and hit[0] < view.end:
                 return hit
         return None
+
+    # ------------------------------------------------------------------ recovery point
 
     def _write_recovery_point(self, offset: int) -> None:
         """Atomically replace the recovery-point file (tmp, fsync, rename, fsync dir)."""

@@ -192,5 +192,3 @@ class LogRetention(LocalLog):
             with contextlib.suppress(StorageError):
                 seg.remove_files()
         return len(doomed)
-
-    # ------------------------------------------------------------------ cleaning

@@ -99,6 +99,8 @@ class PartitionLog(LogRetention):
         self.producer_state_problems.extend(problems)
         self._publish(view.size_bytes, segments_changed=False)
 
+    # ------------------------------------------------------------------ cleaning
+
     @property
     def cleaner_checkpoint(self) -> CleanerCheckpoint:
         """Where the cleaner's last round left this log (log_files.CleanerCheckpoint)."""
@@ -192,8 +194,6 @@ class PartitionLog(LogRetention):
                 f"failed half-way ({detail}); reopen it (restart the broker) to finish the swap"
             )
             raise StorageError(self._failed) from e
-
-    # ------------------------------------------------------------------ recovery point
 
     # ------------------------------------------------------------------ closing
 
