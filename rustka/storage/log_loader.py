@@ -56,7 +56,6 @@ from rustka.storage.segment import Segment
 __all__ = [
     "LoadedSegments",
     "load_segments",
-    "remove_segment_files",
     "replace_log_file",
     "replay_producer_state",
 ]
@@ -101,7 +100,7 @@ def load_segments(directory: Path, config: LogConfig, *, recover: bool) -> Loade
                 # Data after a torn write was never made durable in order;
                 # keeping it would leave a hole in the offsets.
                 dropped = bases[i + 1 :]
-                remove_segment_files(directory, dropped)
+                _remove_segment_files(directory, dropped)
                 seg.last_recovery = replace(
                     info,
                     reason=f"{info.reason}; later segments {dropped} deleted",
@@ -116,7 +115,7 @@ def load_segments(directory: Path, config: LogConfig, *, recover: bool) -> Loade
                 f"{log_start}: its segments were deleted and it starts at {log_start}"
             )
             close_all(segments)
-            remove_segment_files(directory, [seg.base_offset for seg in segments])
+            _remove_segment_files(directory, [seg.base_offset for seg in segments])
             segments = [Segment.create(directory, log_start, interval)]
             fsync_dir(directory)
         if not segments:
@@ -218,13 +217,13 @@ def _finish_cleaner_swap(directory: Path) -> None:
         ) from None
     cleaned = directory / (segment_file_name(swap.base, LOG_SUFFIX) + CLEANED_SUFFIX)
     if cleaned.exists():
-        remove_segment_files(directory, swap.replaced)
+        _remove_segment_files(directory, swap.replaced)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
             final = directory / segment_file_name(swap.base, suffix)
             with contextlib.suppress(FileNotFoundError):
                 os.rename(final.with_name(final.name + CLEANED_SUFFIX), final)
     else:
-        remove_segment_files(directory, [b for b in swap.replaced if b != swap.base])
+        _remove_segment_files(directory, [b for b in swap.replaced if b != swap.base])
     fsync_dir(directory)
     try:
         checkpoint = decode_cleaner_checkpoint((directory / CLEANER_CHECKPOINT_FILE).read_bytes())
@@ -284,7 +283,7 @@ def _tidy_directory(directory: Path) -> list[int]:
     return sorted(bases)
 
 
-def remove_segment_files(directory: Path, bases: Sequence[int]) -> None:
+def _remove_segment_files(directory: Path, bases: Sequence[int]) -> None:
     for base in bases:
         for suffix in SEGMENT_SUFFIXES:
             with contextlib.suppress(FileNotFoundError):
