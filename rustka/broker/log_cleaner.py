@@ -49,6 +49,7 @@ from rustka.storage.cleaner import (
 )
 from rustka.storage.log_manager import LogManager
 from rustka.storage.partition_log import PartitionLog, SegmentsChanged
+from rustka.storage.partition_store import PartitionStore
 
 __all__ = ["STEP_BYTES", "CleanerCore", "CleanerTotals", "LogCleaner", "PartitionCleaning"]
 
@@ -69,7 +70,7 @@ class CleanerCore(Protocol):
     stats: BrokerStats
     logs: LogManager | None
 
-    def partition(self, topic: str, partition: int) -> PartitionLog:
+    def partition(self, topic: str, partition: int) -> PartitionStore:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
 
 
@@ -211,7 +212,7 @@ class LogCleaner:
             self._pass()
         return d
 
-    def _lane_of(self, key: PartitionKey, plog: PartitionLog) -> Any:
+    def _lane_of(self, key: PartitionKey, plog: PartitionStore) -> Any:
         """The partition's lane while ``plog`` is still its log (not deleted, not
         deleted and created again), else None."""
         try:
@@ -362,7 +363,7 @@ class LogCleaner:
         state.bytes_read += read
         state.bytes_written += written
 
-    def _finished(self, key: PartitionKey, plog: PartitionLog, cleaning: Cleaning) -> None:
+    def _finished(self, key: PartitionKey, plog: PartitionStore, cleaning: Cleaning) -> None:
         stats = cleaning.stats
         totals = self.totals
         totals.rounds += 1
@@ -392,7 +393,7 @@ class LogCleaner:
                 plog.config.file_delete_delay_ms / 1000, self._release, key, plog
             )
 
-    def _release(self, key: PartitionKey, plog: PartitionLog) -> None:
+    def _release(self, key: PartitionKey, plog: PartitionStore) -> None:
         lane = self._lane_of(key, plog)
         if lane is not None:
             lane.submit(plog.release_deleted).addErrback(self._report, key)

@@ -30,7 +30,7 @@ from rustka.broker.transactions import TransactionCoordinator
 from rustka.config import Config
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
-from rustka.storage.partition_log import PartitionLog
+from rustka.storage.partition_store import PartitionStore
 
 FLUSH = "flush"
 RETENTION = "retention"
@@ -64,7 +64,7 @@ class MaintenanceCore(Protocol):
     offsets: OffsetsStore | None
     offsets_lane: Lane | None
 
-    def partition(self, topic: str, partition: int) -> PartitionLog:
+    def partition(self, topic: str, partition: int) -> PartitionStore:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
 
     def offsets_expiry(self) -> tuple[int | None, dict[str, int | None]]:
@@ -195,7 +195,7 @@ class Maintenance:
             self.failed(Failure(), TRANSACTIONAL_ID_EXPIRY)
         return _all(work)
 
-    def _retained(self, deleted: list[int], key: PartitionKey, plog: PartitionLog) -> None:
+    def _retained(self, deleted: list[int], key: PartitionKey, plog: PartitionStore) -> None:
         if deleted:
             # Readers that snapshotted the deleted segments keep them for the topic's
             # file.delete.delay.ms (as the cleaner's replaced segments), then the files

@@ -51,8 +51,9 @@ from rustka.record.batch import (
     restamp_batches,
 )
 from rustka.record.compression import codec_of
+from rustka.storage.log_append import AppendInfo
 from rustka.storage.log_config import LogConfig
-from rustka.storage.partition_log import AppendInfo, PartitionLog
+from rustka.storage.partition_store import PartitionStore
 from rustka.storage.topic import Topic
 
 PartitionKey = tuple[str, int]
@@ -129,14 +130,14 @@ class AppendsCore(Protocol):
     def check_serving(self) -> None:
         """Raise the `BrokerUnavailable` that says why appends cannot run now."""
 
-    def partition(self, topic: str, partition: int) -> PartitionLog:
+    def partition(self, topic: str, partition: int) -> PartitionStore:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
 
     def auto_create_topic(self, name: str) -> defer.Deferred[Topic]:
         """Create ``name`` with the default partitions, or raise why it may not be."""
 
 
-def lane_writer(plog: PartitionLog) -> WriteMany:
+def lane_writer(plog: PartitionStore) -> WriteMany:
     """The ``write_many`` of a partition's lane: `write_batches` on its log."""
     return functools.partial(write_batches, plog)
 
@@ -331,7 +332,7 @@ class Appends:
 
 
 def write_batches(
-    plog: PartitionLog, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
+    plog: PartitionStore, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
 ) -> list[AppendInfo]:
     """Runs on the pool: one coalesced write (and fsync) for queued appends.
 
@@ -415,7 +416,7 @@ def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) 
 
 
 def _batches_appended(
-    result: Any, key: PartitionKey, context: tuple[defer.Deferred[AppendResult], PartitionLog]
+    result: Any, key: PartitionKey, context: tuple[defer.Deferred[AppendResult], PartitionStore]
 ) -> None:
     d, plog = context
     if type(result) is Failure:

@@ -24,7 +24,7 @@ transaction log on the I/O pool ("Durability" says which are fsynced first), so:
   the epoch bumped, as Kafka does), by a pass every ``abort_interval_ms``.
 - At startup (`load`) and on every pass, a Prepare state found in the log is
   rolled forward: its markers are written again (a second marker changes
-  nothing, `PartitionLog.append_marker`) and the transaction completed.
+  nothing, `PartitionStore.append_marker`) and the transaction completed.
 
 Durability. Fsynced before the coordinator acts on them or answers: a new
 producer id or epoch (else a fenced zombie would be let back in), PrepareCommit

@@ -9,7 +9,7 @@ reject a gap (OUT_OF_ORDER_SEQUENCE_NUMBER) and fence an old epoch
 (docs/kafka.md, "Idempotent producers").
 
 The state is derived from the log, because every batch header carries its
-producer id, epoch and base sequence: `PartitionLog` replays headers at open,
+producer id, epoch and base sequence: the log loader replays headers at open,
 starting from a snapshot written at clean close and at each roll
 (``SNAPSHOT_FILE``), so after a crash only the tail is re-read and the state
 reflects exactly the batches that survived recovery.
@@ -24,6 +24,7 @@ or the end of the log when no transaction is open. Each abort marker adds an
 list Kafka keeps in its per-segment ``.txnindex`` files: here it is kept in
 memory, in the snapshot, and rebuilt from the markers replay finds after it,
 so a read_committed Fetch can be told which of the records it gets to drop.
+Replay and append both turn a header into state through `apply_batch`.
 
 Checks of a group commit are staged in a `PendingProducerState` so that two
 batches of one producer in the same write see each other, and so that nothing
@@ -42,6 +43,8 @@ from pathlib import Path
 from crc32c import crc32c
 
 from rustka.errors import OutOfOrderSequence, ProducerFenced, StorageError
+from rustka.record.batch import BatchHeader
+from rustka.record.control import CONTROL_BIT, TRANSACTIONAL_BIT
 
 __all__ = [
     "BATCHES_KEPT",
@@ -52,6 +55,7 @@ __all__ = [
     "PendingProducerState",
     "ProducerEntry",
     "ProducerStateManager",
+    "apply_batch",
     "last_sequence",
     "next_sequence",
 ]
@@ -405,6 +409,38 @@ class ProducerStateManager:
 def _iter_batches(body: bytes, pos: int, count: int) -> Iterator[tuple[int, int, int, int]]:
     for i in range(count):
         yield _BATCH.unpack_from(body, pos + i * _BATCH.size)
+
+
+def apply_batch(
+    state: ProducerStateManager | PendingProducerState,
+    header: BatchHeader,
+    first_offset: int,
+    commit: bool = False,
+) -> None:
+    """Record one stored batch of a producer: its sequences and offsets, or its marker.
+
+    The one place a batch header's producer fields (id, epoch, base sequence,
+    record count, transactional and control bits) become producer state, so
+    replaying the log at open and appending to it cannot disagree about what
+    a batch means. ``first_offset`` is where the batch is stored (at append,
+    the offset it is about to get); ``commit`` says what a control batch's
+    marker is (the callers read it, from the log or from the payload). The
+    append path checks the batch first (`PendingProducerState.check`,
+    ``check_marker``); replay does not: the log is the truth.
+    """
+    if header.attributes & CONTROL_BIT:
+        state.end_transaction(header.producer_id, header.producer_epoch, first_offset, commit)
+        return
+    count = header.last_offset_delta + 1
+    state.update(
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        count,
+        first_offset,
+        first_offset + count - 1,
+        bool(header.attributes & TRANSACTIONAL_BIT),
+    )
 
 
 class PendingProducerState:
