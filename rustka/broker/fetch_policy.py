@@ -118,4 +118,7 @@ class FetchPolicy:
             parked = core.wait_for_data(positions, wait_s, committed=committed)
             return parked.addCallback(lambda _: core.read_many(wanted, budget, committed=committed))
 
-        return d.addCallback(first)
+        # Fired only with the answer (not while parked), and cancelling it unparks.
+        answered: defer.Deferred[FetchAnswer] = defer.Deferred(lambda _: d.cancel())
+        d.addCallback(first).chainDeferred(answered)
+        return answered
