@@ -102,6 +102,7 @@ def test_the_table_covers_every_package() -> None:
         "topic_admin",
         "committed_offsets",
         "identity",
+        "markers",
         "deferreds",
     ],
 )

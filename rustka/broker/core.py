@@ -37,9 +37,9 @@ what it needs of the core as a Protocol, so none imports this module:
 
 The produce path, the background passes and the log cleaner share one
 `PartitionLanes` (each partition's write lane and the dirty marks), created here.
-`rustka.broker.identity.Identity` answers ``cluster_id`` and ``new_producer_id``;
-the core itself ``delete_records`` and ``write_marker`` (writes on a partition's
-lane) and ``bounds``.
+`rustka.broker.identity.Identity` answers ``cluster_id`` and ``new_producer_id``,
+`rustka.broker.markers.Markers` ``write_marker`` and ``open_transactions``; the
+core itself ``delete_records`` (on the partition's lane) and ``bounds``.
 
 Transactions. ``transactions`` is the broker's one `TransactionCoordinator`
 (rustka/broker/transactions.py), loaded from ``__transactions/`` with the
@@ -77,6 +77,7 @@ from rustka.broker.identity import Identity
 from rustka.broker.lanes import IOPool, Lane
 from rustka.broker.log_cleaner import LogCleaner
 from rustka.broker.maintenance import Maintenance
+from rustka.broker.markers import Markers
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.produce import AppendResult, Appends, KeyedRecord, RecordsReply, lane_writer
 from rustka.broker.reads import EARLIEST, LATEST, FetchPosition, OffsetAtTime, ReadResult, Reads
@@ -189,6 +190,7 @@ class Broker:
         self.admin = TopicAdmin(self)
         self.committed = CommittedOffsets(self)
         self.identity = Identity(self)
+        self.markers = Markers(self)
         self.maintenance = Maintenance(self, self.lanes)
         self.cleaner = LogCleaner(
             self,
@@ -353,47 +355,12 @@ class Broker:
         """Pool work for the core's helpers (the transaction log), counted like `_run`."""
         return self._run(f, *args)
 
-    def open_transactions(self) -> list[tuple[str, int, int, int]]:
-        """(topic, partition, producer id, epoch) of every transaction a partition holds
-        open, for the coordinator's check at startup."""
-        logs = self.check_open()
-        out = []
-        for name, topic in sorted(logs.topics.items()):
-            for index, plog in enumerate(topic.partitions):
-                state = plog.producer_state
-                for producer_id in sorted(plog.open_transactions()):
-                    entry = state.entry(producer_id)
-                    out.append((name, index, producer_id, 0 if entry is None else entry.epoch))
-        return out
-
     def partition_exists(self, topic: str, partition: int) -> bool:
         try:
             self.partition(topic, partition)
         except (UnknownTopic, UnknownPartition, InvalidName, BrokerUnavailable):
             return False
         return True
-
-    @reports_errors
-    def write_marker(
-        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
-    ) -> defer.Deferred[int]:
-        """End a transaction on one partition: a control batch on its lane, fsynced
-        (the coordinator records the transaction complete only after every marker is
-        durable), then long-polls woken, since the last stable offset moved."""
-        plog = self.partition(topic, partition)
-        key = (topic, partition)
-
-        def write() -> int:
-            offset = plog.append_marker(producer_id, epoch, commit)
-            if plog.config.flush != "always":  # "always" fsynced it already
-                plog.flush()
-            return offset
-
-        def written(offset: int) -> int:
-            self.waiters.wake(key)
-            return offset
-
-        return self.lanes.lane(topic, partition).submit(write).addCallback(written)
 
     def _run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
         """Lane-less pool work (reads, topic admin), counted so `drain` can wait for it."""
@@ -476,7 +443,7 @@ class Broker:
         auto_create: bool,
         transactional_id: str | None = None,
     ) -> defer.Deferred[AppendResult]:
-        """Store client-built record batches; see the module docstring."""
+        """Store client-built record batches; see docs/broker-api.md, "Writes"."""
         if (
             len(batches) >= _PRODUCER_END
             and batches[_MAGIC_AT] == 2
@@ -496,7 +463,7 @@ class Broker:
 
     @reports_errors
     def delete_records(self, topic: str, partition: int, offset: int) -> defer.Deferred[int]:
-        """Kafka's DeleteRecords for one partition; see the module docstring.
+        """Kafka's DeleteRecords for one partition (docs/broker-api.md, "Writes").
 
         Runs on the partition's lane, so it is ordered with the appends queued
         before it and with retention, and fires once the new log start is
@@ -540,6 +507,9 @@ class Broker:
     group_offsets = _delegate("committed", CommittedOffsets.group_offsets)
     offsets_expiry = _delegate("committed", CommittedOffsets.offsets_expiry)
     group_names = _delegate("committed", CommittedOffsets.group_names)
+
+    open_transactions = _delegate("markers", Markers.open_transactions)
+    write_marker = _delegate("markers", Markers.write_marker)
 
     cluster_id = _delegate("identity", Identity.cluster_id)
     new_producer_id = _delegate("identity", Identity.new_producer_id)
