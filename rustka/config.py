@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from rustka.settings import (
     Kind,
     Setting,
     declarations,
+    join_list,
     parse_duration_ms,
     parse_size,
     setting,
@@ -31,13 +32,18 @@ from rustka.settings import (
 from rustka.storage.log_config import LogConfig
 
 __all__ = [
+    "APPEND",
     "CLEANUP_POLICIES",
+    "CONFIG_OPS",
     "DEFAULT_LISTEN",
+    "DELETE",
     "FLUSH_POLICIES",
+    "SET",
     "SETTINGS",
     "SOURCE_BROKER",
     "SOURCE_DEFAULT",
     "SOURCE_TOPIC",
+    "SUBTRACT",
     "TIMESTAMP_TYPES",
     "TOML_PREAMBLE",
     "TOPIC_CONFIGS",
@@ -45,7 +51,9 @@ __all__ = [
     "Config",
     "ConfigEntry",
     "ConfigError",
+    "ConfigOp",
     "TopicOnlyConfigs",
+    "altered_topic_configs",
     "describe_broker_configs",
     "describe_topic_configs",
     "parse_duration_ms",
@@ -1175,6 +1183,54 @@ def topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str]:
     it ("compact, delete" -> "compact,delete", "TRUE" -> "true"); ConfigError names a
     config that is unknown or invalid. `Config.log_config` checks them together."""
     return {key: TOPIC_CONFIGS[key].topic_text(value) for key, value in _parsed(overrides).items()}
+
+
+# What one change of an alter may do to a topic config (Kafka's AlterConfigOp).
+SET = "set"
+DELETE = "delete"
+APPEND = "append"
+SUBTRACT = "subtract"
+CONFIG_OPS = (SET, DELETE, APPEND, SUBTRACT)
+ConfigOp = tuple[str, str, str | None]
+"""``(key, SET | DELETE | APPEND | SUBTRACT, value)``: one change to a topic's configs."""
+
+
+def altered_topic_configs(
+    config: Config, current: Mapping[str, str], ops: Sequence[ConfigOp], *, replace: bool
+) -> dict[str, str]:
+    """The topic configs ``ops`` make of ``current`` (a topic's own configs).
+
+    Kafka's IncrementalAlterConfigs: in order, SET a value, DELETE back to the
+    broker's, APPEND to or SUBTRACT from a list config, starting from the value
+    the topic has (its own, else the broker's ``config`` for it); ``replace``
+    starts from none instead (Kafka's AlterConfigs). ConfigError carries Kafka's
+    message for an unknown key, a list operation on a config that is no list, or
+    a value the result does not accept (`topic_configs` checks it whole).
+    """
+    new = {} if replace else dict(current)
+    for key, op, value in ops:
+        if op == DELETE:
+            new.pop(key, None)
+            continue
+        declared = TOPIC_CONFIGS.get(key)
+        if declared is None:
+            raise ConfigError(f"Unknown topic config name: {key}")
+        if op == SET:
+            new[key] = value  # type: ignore[assignment]
+            continue
+        if declared.kind is not Kind.LIST:
+            raise ConfigError(f"Can't {op.upper()} to key {key} because its type is not LIST.")
+        if value is None:
+            raise ConfigError(f"Null value not supported for topic configs: {key}")
+        have = new[key] if key in new else declared.topic_text(config.topic_value(declared))
+        items = split_list(have)
+        for item in value.split(","):
+            if op == APPEND and item not in items:
+                items.append(item)
+            elif op == SUBTRACT and item in items:
+                items.remove(item)
+        new[key] = join_list(items)
+    return topic_configs(new)
 
 
 SOURCE_TOPIC = "topic"

@@ -9,14 +9,19 @@ from pathlib import Path
 import pytest
 
 from rustka.config import (
+    APPEND,
+    DELETE,
+    SET,
     SETTINGS,
     SOURCE_BROKER,
     SOURCE_DEFAULT,
     SOURCE_TOPIC,
+    SUBTRACT,
     TOPIC_CONFIGS,
     TOPIC_ONLY_SETTINGS,
     Config,
     ConfigError,
+    altered_topic_configs,
     describe_broker_configs,
     describe_topic_configs,
     parse_duration_ms,
@@ -507,3 +512,42 @@ def test_bad_principal_mapping_rules_stop_the_broker_at_start(tmp_path: Path) ->
     assert default.store.path == tmp_path / "credentials"
     assert default.mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
     assert default.failure_delay_s == 0.1 and default.session_lifetime_ms == 0
+
+
+def test_list_configs_append_and_subtract_from_the_value_the_topic_has() -> None:
+    """IncrementalAlterConfigs' list arithmetic: APPEND adds items not yet there, SUBTRACT
+    removes those that are, from the topic's own value or else the broker's setting."""
+    broker = Config(cleanup_policy="delete")
+    assert altered_topic_configs(
+        broker, {}, [("cleanup.policy", APPEND, "compact")], replace=False
+    ) == {"cleanup.policy": "delete,compact"}
+    own = {"cleanup.policy": "compact,delete", "retention.ms": "5"}
+    assert altered_topic_configs(
+        broker,
+        own,
+        [("cleanup.policy", SUBTRACT, "delete"), ("retention.ms", DELETE, None)],
+        replace=False,
+    ) == {"cleanup.policy": "compact"}
+    assert altered_topic_configs(
+        broker, own, [("cleanup.policy", APPEND, "delete,compact")], replace=False
+    ) == {"cleanup.policy": "compact,delete", "retention.ms": "5"}
+    # AlterConfigs (replace): only what is SET stays.
+    assert altered_topic_configs(broker, own, [("segment.bytes", SET, "500")], replace=True) == {
+        "segment.bytes": "500"
+    }
+
+
+@pytest.mark.parametrize(
+    ("ops", "message"),
+    [
+        ([("retention.ms", APPEND, "5")], "Can't APPEND to key retention.ms because its type"),
+        ([("cleanup.policy", SUBTRACT, None)], "Null value not supported for topic configs"),
+        ([("no.such.config", SET, "1")], "Unknown topic config name: no.such.config"),
+        ([("cleanup.policy", APPEND, "forever")], "cleanup.policy"),
+    ],
+)
+def test_list_config_arithmetic_refuses_what_kafka_refuses(
+    ops: list[tuple[str, str, str | None]], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        altered_topic_configs(Config(), {}, ops, replace=False)

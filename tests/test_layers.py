@@ -133,7 +133,21 @@ def test_the_table_covers_every_package() -> None:
 
 
 @pytest.mark.parametrize(
-    "helper", ["produce", "maintenance", "partition_lanes", "groups", "coordinator"]
+    "helper",
+    [
+        "produce",
+        "maintenance",
+        "partition_lanes",
+        "groups",
+        "coordinator",
+        "reads",
+        "fetch_policy",
+        "topic_admin",
+        "committed_offsets",
+        "identity",
+        "markers",
+        "deferreds",
+    ],
 )
 def test_the_cores_helpers_do_not_import_the_core(helper: str) -> None:
     """They state what they need of it as a Protocol instead, so the core can own and

@@ -326,11 +326,9 @@ def init_producer_id(ctx: RequestContext, version: int, body: Body) -> Body | de
 
 
 def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    """Kafka's Fetch under the broker's fetch policy (`Broker.fetch`: the size cap,
+    the long-poll for ``min_bytes`` within ``max_wait_ms``)."""
     broker = ctx.broker
-    config = ctx.factory.config
-    max_wait_s = min(body.get("max_wait_ms", 0), config.fetch_max_wait_ms) / 1000
-    min_bytes = body.get("min_bytes", 1)
-    max_bytes = min(body.get("max_bytes", 0x7FFFFFFF), config.fetch_max_bytes)
     wanted = [
         (t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
         for t in body["topics"]
@@ -339,61 +337,53 @@ def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]
     # isolation_level 1 (read_committed): up to the last stable offset, with the
     # aborted transactions of what is returned (docs/kafka.md, "Transactions").
     committed = body.get("isolation_level", 0) == 1
-
-    async def answer() -> Body:
-        results = await _read_all(broker, wanted, max_bytes, committed)
-        total = sum(r[1] for r in results)
-        if total < min_bytes and max_wait_s > 0 and not any(r[0]["error_code"] for r in results):
-            positions = [(t, p, off) for t, p, off, _ in wanted]
-            await broker.wait_for_data(positions, max_wait_s, committed=committed)
-            results = await _read_all(broker, wanted, max_bytes, committed)
-        by_topic: dict[str, list[Body]] = {}
-        order: list[str] = []
-        for (topic, _p, _o, _m), (part, _size) in zip(wanted, results, strict=True):
-            if topic not in by_topic:
-                by_topic[topic] = []
-                order.append(topic)
-            by_topic[topic].append(part)
-        return {
-            "throttle_time_ms": 0,
-            "error_code": 0,
-            "session_id": 0,
-            "responses": [{"topic": t, "partitions": by_topic[t]} for t in order],
-        }
-
-    return defer.ensureDeferred(answer())
+    d = broker.fetch(
+        wanted,
+        body.get("max_bytes", 0x7FFFFFFF),
+        min_bytes=body.get("min_bytes", 1),
+        max_wait_ms=body.get("max_wait_ms", 0),
+        committed=committed,
+    )
+    return d.addCallback(_fetch_answer, broker, wanted)
 
 
-async def _read_all(
-    broker: Any, wanted: list[tuple[str, int, int, int]], max_bytes: int, committed: bool = False
-) -> list[tuple[Body, int]]:
-    """Each partition's answer and its size, in request order, from one
-    `Broker.read_many`: one pool job for all the partitions with something to read,
-    under Kafka's byte budget (the first batch of the first partition with data whole
-    even above the limits, so a consumer always progresses)."""
-    out: list[tuple[Body, int]] = []
-    results = await broker.read_many(wanted, max_bytes, committed=committed)
-    for (topic, partition, _offset, _max), result in zip(wanted, results, strict=True):
-        if isinstance(result, Exception):
-            code = error_code(result)
-            hw, start = -1, -1
-            with contextlib.suppress(Exception):
-                start, hw = broker.bounds(topic, partition)
-            out.append((_fetch_partition(partition, code, hw, start, []), 0))
-            continue
-        chunks = list(result.chunks)
-        part_body = _fetch_partition(
-            partition, 0, result.high_watermark, result.log_start_offset, chunks
-        )
-        part_body["last_stable_offset"] = result.last_stable_offset
-        aborted = result.aborted
-        part_body["aborted_transactions"] = (
-            None
-            if aborted is None
-            else [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
-        )
-        out.append((part_body, sum(len(c) for c in chunks)))
-    return out
+def _fetch_answer(results: list[Any], broker: Any, wanted: list[tuple[str, int, int, int]]) -> Body:
+    """The Fetch response: each partition's answer, grouped by topic in request order."""
+    by_topic: dict[str, list[Body]] = {}
+    order: list[str] = []
+    for (topic, partition, _o, _m), result in zip(wanted, results, strict=True):
+        if topic not in by_topic:
+            by_topic[topic] = []
+            order.append(topic)
+        by_topic[topic].append(_fetched(broker, topic, partition, result))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [{"topic": t, "partitions": by_topic[t]} for t in order],
+    }
+
+
+def _fetched(broker: Any, topic: str, partition: int, result: Any) -> Body:
+    """One partition's answer: its batches, or its error with the bounds if it has any."""
+    if isinstance(result, Exception):
+        code = error_code(result)
+        hw, start = -1, -1
+        with contextlib.suppress(Exception):
+            start, hw = broker.bounds(topic, partition)
+        return _fetch_partition(partition, code, hw, start, [])
+    chunks = list(result.chunks)
+    part_body = _fetch_partition(
+        partition, 0, result.high_watermark, result.log_start_offset, chunks
+    )
+    part_body["last_stable_offset"] = result.last_stable_offset
+    aborted = result.aborted
+    part_body["aborted_transactions"] = (
+        None
+        if aborted is None
+        else [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
+    )
+    return part_body
 
 
 def _fetch_partition(

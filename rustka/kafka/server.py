@@ -280,8 +280,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         limit = self.budget.limit
         if limit > 0:
             body["max_bytes"] = min(body.get("max_bytes", limit), limit)
-        cost = min(body.get("max_bytes", 0), self.factory.config.fetch_max_bytes)
-        return self.budget.reserve(max(cost, 0))
+        return self.budget.reserve(
+            self.factory.broker.fetch_limits.reservation(body.get("max_bytes", 0))
+        )
 
     def _handler_failed(self, failure: Failure, slot: Slot) -> None:
         header: RequestHeader = slot.request

@@ -24,7 +24,7 @@ import rustka
 from rustka.broker.core import DELETE, SET, AppendResult, Broker, ReadResult, TopicInfo
 from rustka.broker.stats import RequestStats
 from rustka.config import ConfigEntry, describe_topic_configs
-from rustka.errors import InvalidRequest, OffsetOutOfRange, TransactionalIdNotFound
+from rustka.errors import InvalidRequest, TransactionalIdNotFound
 from rustka.native import codec as p
 from rustka.record.batch import Record
 from rustka.security.acl import AclBinding, AclError, validate_binding
@@ -208,19 +208,11 @@ class NativeHandler:
         return d.addCallback(produced)
 
     def _fetch_batch(self, req: p.FetchBatch) -> defer.Deferred[p.Response]:
-        broker = self.broker
-        start, end = broker.bounds(req.topic, req.partition)
-        if not start <= req.offset <= end:
-            raise OffsetOutOfRange(req.offset, start, end)
-        max_bytes = max(1, min(req.max_bytes, broker.config.fetch_max_bytes))
-        wait_ms = min(req.max_wait_ms, broker.config.fetch_max_wait_ms)
-        position = (req.topic, req.partition, req.offset)
-        if req.offset == end and wait_ms > 0:
-            d = broker.wait_for_data([position], wait_ms / 1000)
-            d.addCallback(lambda _: broker.read(*position, max_bytes))
-        else:
-            d = broker.read(*position, max_bytes)
-        return d.addCallback(_batches)
+        """One partition under the broker's fetch policy (size cap, long-poll for any
+        data), the same as a Kafka Fetch; its error is the request's."""
+        wanted = [(req.topic, req.partition, req.offset, req.max_bytes)]
+        d = self.broker.fetch(wanted, req.max_bytes, max_wait_ms=req.max_wait_ms)
+        return d.addCallback(_only_batches)
 
     def _metadata(self, req: p.Metadata) -> p.Response:
         topics = self.broker.topics_snapshot(req.topics or None)
@@ -434,6 +426,13 @@ def _time(ms: int) -> int:
 
 def _txn_partitions(meta: TxnMetadata) -> tuple[p.TxnPartition, ...]:
     return tuple(p.TxnPartition(t, i) for t, i in sorted(meta.partitions))
+
+
+def _only_batches(answer: list[ReadResult | Exception]) -> p.Response:
+    [result] = answer
+    if isinstance(result, Exception):
+        raise result
+    return _batches(result)
 
 
 def _batches(result: ReadResult) -> p.Response:

@@ -362,7 +362,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         """
         kind = type(request)
         if kind is p.FetchBatch:
-            return min(request.max_bytes, self.factory.config.fetch_max_bytes)
+            return self.factory.broker.fetch_limits.reservation(request.max_bytes)
         if kind is p.Fetch:
             return self.budget.estimate()
         return 0
