@@ -28,7 +28,7 @@ from rustka.names import validate_group, validate_topic
 from rustka.record.batch import ms_now
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import Commit, OffsetsStore
-from rustka.storage.partition_log import PartitionLog
+from rustka.storage.partition_store import PartitionStore
 
 PartitionKey = tuple[str, int]
 
@@ -70,7 +70,7 @@ class OffsetsCore(Protocol):
     def check_open(self) -> LogManager:
         """The open storage; `BrokerUnavailable` while it is closed."""
 
-    def partition(self, topic: str, partition: int) -> PartitionLog:
+    def partition(self, topic: str, partition: int) -> PartitionStore:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
 
 

@@ -58,7 +58,6 @@ Lifecycle (for `rustka.broker.service.BrokerService`): ``open_storage``,
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -98,10 +97,11 @@ from rustka.errors import (
     UnknownTopic,
 )
 from rustka.names import validate_topic
+from rustka.record.header import first_producer, is_transactional_batch
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
-from rustka.storage.partition_log import PartitionLog
+from rustka.storage.partition_store import PartitionStore
 from rustka.storage.topic import Topic
 from rustka.storage.txn_log import TransactionLog
 
@@ -128,14 +128,6 @@ PartitionKey = tuple[str, int]
 T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
-
-# The parts of a RecordBatch v2 header the transactional check reads.
-_MAGIC_AT = 16
-_ATTRIBUTES_LOW_AT = 22
-_TRANSACTIONAL_BIT = 0x10
-_PRODUCER_AT = 43
-_PRODUCER = struct.Struct(">qh")
-_PRODUCER_END = 53
 
 STARTING = "starting"
 SERVING = "serving"
@@ -409,7 +401,7 @@ class Broker:
             raise UnknownTopic(f"unknown topic {name!r}")
         return topic
 
-    def partition(self, topic_name: str, partition: int) -> PartitionLog:
+    def partition(self, topic_name: str, partition: int) -> PartitionStore:
         topic = self.topic(topic_name)
         if not 0 <= partition < len(topic.partitions):
             raise UnknownPartition(
@@ -444,14 +436,10 @@ class Broker:
         transactional_id: str | None = None,
     ) -> defer.Deferred[AppendResult]:
         """Store client-built record batches; see docs/broker-api.md, "Writes"."""
-        if (
-            len(batches) >= _PRODUCER_END
-            and batches[_MAGIC_AT] == 2
-            and batches[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL_BIT
-        ):
+        if is_transactional_batch(batches):
             # Kafka looks at the first batch: a transactional one must belong to the
             # ongoing transaction of its producer that added this partition.
-            producer_id, epoch = _PRODUCER.unpack_from(batches, _PRODUCER_AT)
+            producer_id, epoch = first_producer(batches)
             self.transactions.verify(transactional_id, producer_id, epoch, topic, partition)
         return self.appends.append(topic, partition, batches, auto_create=auto_create)
 
@@ -467,7 +455,7 @@ class Broker:
 
         Runs on the partition's lane, so it is ordered with the appends queued
         before it and with retention, and fires once the new log start is
-        durable (`PartitionLog.delete_records`). As Kafka's leader does, a topic
+        durable (`PartitionStore.delete_records`). As Kafka's leader does, a topic
         that does not delete (cleanup.policy ``compact`` alone) refuses it.
         """
         self.check_serving()

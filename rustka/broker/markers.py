@@ -17,7 +17,7 @@ from rustka.broker.deferreds import reports_errors
 from rustka.broker.partition_lanes import PartitionLanes
 from rustka.broker.waiters import Waiters
 from rustka.storage.log_manager import LogManager
-from rustka.storage.partition_log import PartitionLog
+from rustka.storage.partition_store import PartitionStore
 
 
 class MarkersCore(Protocol):
@@ -29,7 +29,7 @@ class MarkersCore(Protocol):
     def check_open(self) -> LogManager:
         """The open storage; `BrokerUnavailable` while it is closed."""
 
-    def partition(self, topic: str, partition: int) -> PartitionLog:
+    def partition(self, topic: str, partition: int) -> PartitionStore:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
 
 

@@ -19,7 +19,6 @@ the core (`rustka.broker.core.Broker` builds it and delegates to it).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -32,7 +31,13 @@ from rustka.broker.stats import BrokerStats
 from rustka.broker.waiters import Waiters
 from rustka.errors import InvalidRequest, OffsetOutOfRange, RustkaError
 from rustka.record.batch import Record
-from rustka.storage.partition_log import PartitionLog
+from rustka.record.header import (
+    LAST_OFFSET_DELTA,
+    LAST_OFFSET_DELTA_AT,
+    LOG_OVERHEAD,
+    OFFSET_LENGTH,
+)
+from rustka.storage.partition_store import PartitionStore
 from rustka.storage.topic import Topic
 
 PartitionKey = tuple[str, int]
@@ -42,8 +47,6 @@ EARLIEST = -2
 LATEST = -1
 
 # The parts of a RecordBatch v2 header a read_committed read walks its batches by.
-_OFFSET_LENGTH = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +89,7 @@ class ReadsCore(Protocol):
     def topics(self) -> Mapping[str, Topic]:
         """The open topics by name; `BrokerUnavailable` while the storage is closed."""
 
-    def partition(self, topic: str, partition: int) -> PartitionLog:
+    def partition(self, topic: str, partition: int) -> PartitionStore:
         """The partition's log; `UnknownTopic` or `UnknownPartition` if there is none."""
 
     def run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
@@ -141,7 +144,7 @@ class Reads:
         """
         core = self._core
         out: list[ReadResult | Exception] = []
-        reads: list[tuple[int, PartitionLog, int, int]] = []
+        reads: list[tuple[int, PartitionStore, int, int]] = []
         for topic, partition, offset, part_max in wanted:
             try:
                 plog = core.partition(topic, partition)
@@ -177,7 +180,7 @@ class Reads:
         self,
         failure: Failure,
         out: list[ReadResult | Exception],
-        reads: list[tuple[int, PartitionLog, int, int]],
+        reads: list[tuple[int, PartitionStore, int, int]],
     ) -> list[ReadResult | Exception]:
         """The job itself could not run (the pool stopped): each partition it was to
         read answers that error in its place, as a `read` of each would have."""
@@ -249,7 +252,7 @@ class Reads:
         return self._core.run(plog.offset_for_timestamp, timestamp).addCallback(found)
 
 
-def _read_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResult:
+def _read_blocking(plog: PartitionStore, offset: int, max_bytes: int) -> ReadResult:
     """Runs on the pool. Bounds are taken after the read, so the high watermark
     never trails the data returned."""
     data = plog.read(offset, max_bytes)
@@ -259,7 +262,7 @@ def _read_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResul
 
 
 def _read_many_blocking(
-    reads: list[tuple[int, PartitionLog, int, int]], max_bytes: int, committed: bool
+    reads: list[tuple[int, PartitionStore, int, int]], max_bytes: int, committed: bool
 ) -> list[tuple[int, ReadResult | Exception]]:
     """Runs on the pool: each ``(slot, plog, offset, partition max bytes)`` in request
     order within Kafka's response budget (ReplicaManager.readFromLocalLog): the
@@ -301,17 +304,17 @@ def _read_many_blocking(
     return out
 
 
-def _read_committed_blocking(plog: PartitionLog, offset: int, max_bytes: int) -> ReadResult:
+def _read_committed_blocking(plog: PartitionStore, offset: int, max_bytes: int) -> ReadResult:
     """Runs on the pool: batches below the LSO, with the aborted transactions among them
     (Kafka's collectAbortedTxns up to the end of the last batch returned)."""
     data, stable = plog.read_committed(offset, max_bytes)
     upto = offset
     pos = 0
-    while pos + 12 <= len(data):
-        base, length = _OFFSET_LENGTH.unpack_from(data, pos)
-        (delta,) = _LAST_DELTA.unpack_from(data, pos + 23)
+    while pos + LOG_OVERHEAD <= len(data):
+        base, length = OFFSET_LENGTH.unpack_from(data, pos)
+        (delta,) = LAST_OFFSET_DELTA.unpack_from(data, pos + LAST_OFFSET_DELTA_AT)
         upto = base + delta + 1
-        pos += length + 12
+        pos += length + LOG_OVERHEAD
     aborted = tuple(
         (txn.producer_id, txn.first_offset) for txn in plog.aborted_transactions(offset, upto)
     )

@@ -43,6 +43,7 @@ __all__ = [
     "DELETE_HORIZON_BIT",
     "HEADER",
     "HEADER_SIZE",
+    "LAST_OFFSET_DELTA",
     "LAST_OFFSET_DELTA_AT",
     "LENGTH_AT",
     "LOG_OVERHEAD",
@@ -106,6 +107,8 @@ COVERED_HEADER: Final = struct.Struct(">hiqqqhii")
 """The CRC-covered part of the header, attributes through recordCount."""
 PREFIX_CRC: Final = struct.Struct(">qiibI")
 """The header before the covered part, packed once the CRC is known."""
+LAST_OFFSET_DELTA: Final = struct.Struct(">i")
+"""lastOffsetDelta alone, for walks that need only where each batch ends."""
 PRODUCER_ID_EPOCH: Final = struct.Struct(">qh")
 PRODUCER_FIELDS: Final = struct.Struct(">qhi")
 """producerId, producerEpoch and baseSequence, which the mirror clears."""
