@@ -78,7 +78,14 @@ from rustka.broker.log_cleaner import LogCleaner
 from rustka.broker.maintenance import Maintenance
 from rustka.broker.markers import Markers
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
-from rustka.broker.produce import AppendResult, Appends, KeyedRecord, RecordsReply, lane_writer
+from rustka.broker.produce import (
+    AppendResult,
+    Appends,
+    EarlyAnswer,
+    KeyedRecord,
+    RecordsReply,
+    lane_writer,
+)
 from rustka.broker.reads import EARLIEST, LATEST, FetchPosition, OffsetAtTime, ReadResult, Reads
 from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.broker.topic_admin import PartitionInfo, TopicAdmin, TopicInfo
@@ -444,10 +451,16 @@ class Broker:
         return self.appends.append(topic, partition, batches, auto_create=auto_create)
 
     def append_records(
-        self, records: Sequence[KeyedRecord], tokens: list[Any], reply: RecordsReply, context: Any
+        self,
+        records: Sequence[KeyedRecord],
+        tokens: list[Any],
+        reply: RecordsReply,
+        context: Any,
+        early: EarlyAnswer | None = None,
     ) -> None:
-        """Store single records routed by key; see `rustka.broker.produce.RecordsReply`."""
-        self.appends.append_records(records, tokens, reply, context)
+        """Store single records routed by key; see `rustka.broker.produce.RecordsReply`
+        and, for ``early``, `rustka.broker.produce.EarlyAnswer`."""
+        self.appends.append_records(records, tokens, reply, context, early)
 
     @reports_errors
     def delete_records(self, topic: str, partition: int, offset: int) -> defer.Deferred[int]:

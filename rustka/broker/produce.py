@@ -70,12 +70,11 @@ when the record never reached a partition).
 """
 
 EarlyAnswer = Callable[[list[Any], int, int], None]
-"""``early_answer(tokens, partition, first_offset)``, offered by a token of
-`Appends.append_records` as its ``early_answer`` attribute (the first token of a
-partition's group speaks for the group): called on the I/O pool thread as soon as the
-group is stored, before ``reply`` runs on the reactor, so a front-end can answer
-without waiting for the hop back (docs/performance.md, "Latency (issue 21)"). It must
-be thread-safe and must not raise; ``reply`` still follows for every group."""
+"""``early(tokens, partition, first_offset)``, the optional last argument of
+`Appends.append_records`: called on the I/O pool thread as soon as a partition's group
+is stored, before ``reply`` runs on the reactor, so a front-end can answer without
+waiting for the hop back (docs/performance.md, "Latency (issue 21)"). It must be
+thread-safe and must not raise; ``reply`` still follows for every group."""
 
 _new_tuple: Callable[..., Any] = tuple.__new__
 
@@ -197,6 +196,7 @@ class Appends:
         tokens: list[Any],
         reply: RecordsReply,
         context: Any,
+        early: EarlyAnswer | None = None,
     ) -> None:
         """Route each record by its key and queue one append per partition touched."""
         try:
@@ -211,7 +211,7 @@ class Appends:
             name = record[0]
             topic = topics.get(name)
             if topic is None or (creating and name in creating):
-                self._records_after_creation(record, token, reply, context)
+                self._records_after_creation(record, token, reply, context, early)
                 continue
             partitions = topic.partitions
             partition = 0 if len(partitions) == 1 else topic.partition_for_key(record[1])
@@ -234,12 +234,11 @@ class Appends:
             except Exception:
                 reply(toks, key[1], Failure(), context)
                 continue
-            answer = getattr(toks[0], "early_answer", None)
             lane.append_to(
                 (payload, validated),
                 self._appended,
                 (key, len(payload), _records_appended, (toks, reply, context)),
-                None if answer is None else functools.partial(_records_early, answer, toks, key[1]),
+                None if early is None else functools.partial(_records_early, early, toks, key[1]),
             )
 
     def _refuse_keyless(
@@ -267,13 +266,18 @@ class Appends:
         return kept
 
     def _records_after_creation(
-        self, record: KeyedRecord, token: Any, reply: RecordsReply, context: Any
+        self,
+        record: KeyedRecord,
+        token: Any,
+        reply: RecordsReply,
+        context: Any,
+        early: EarlyAnswer | None,
     ) -> None:
         def go(failure: Failure | None) -> None:
             if failure is not None:
                 reply([token], -1, failure, context)
             else:
-                self.append_records([record], [token], reply, context)
+                self.append_records([record], [token], reply, context, early)
 
         self._when_topic(record[0], True, go)
 

@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 
 import rustka
 from rustka.broker.core import DELETE, SET, AppendResult, Broker, ReadResult, TopicInfo
+from rustka.broker.produce import EarlyAnswer
 from rustka.broker.stats import RequestStats
 from rustka.config import ConfigEntry, describe_topic_configs
 from rustka.errors import InvalidRequest, TransactionalIdNotFound
@@ -38,6 +39,19 @@ _PRODUCE_TEMPLATE = p.Produce("", b"", b"")
 
 Reply = Callable[[list[Any], list[p.Response]], None]
 """``reply(tokens, responses)``: how `NativeHandler.produce_many` hands answers back."""
+
+EarlySend = Callable[[list[Any], bytes], None]
+"""``send(tokens, frames)``: a connection that can write from an I/O pool thread takes
+the stored produces' framed answers there (`NativeHandler.early_answer`)."""
+
+_frame_produced = p.RESPONSE_FRAMERS[p.Produced]
+
+
+def _produced(partition: int, first: int, count: int) -> list[p.Response]:
+    """The answers to ``count`` seed produces stored from offset ``first`` on."""
+    make = _new_tuple
+    produced = p.Produced
+    return [make(produced, (partition, first + i)) for i in range(count)]
 
 
 def _fire_first(tokens: list[Any], responses: list[p.Response]) -> None:
@@ -108,7 +122,13 @@ class NativeHandler:
             )
         return defer.succeed(self._done(result, name, started))
 
-    def produce_many(self, requests: list[p.Produce], tokens: list[Any], reply: Reply) -> None:
+    def produce_many(
+        self,
+        requests: list[p.Produce],
+        tokens: list[Any],
+        reply: Reply,
+        early: EarlyAnswer | None = None,
+    ) -> None:
         """Seed Produce requests that arrived together: one lane append per partition.
 
         ``reply(tokens, responses)`` is called on the reactor thread once per
@@ -116,11 +136,29 @@ class NativeHandler:
         that partition's requests in arrival order and their responses
         (`Produced`, or `Error` like `handle` would answer). Each request is
         counted and timed in the stats as if it went through `handle`.
+        ``early``, from `early_answer`, also gets each stored partition's
+        answers on the I/O thread, before ``reply``.
         """
         self.stats.received(_PRODUCE, len(requests))
         self.broker.append_records(
-            requests, tokens, self._records_stored, (reply, time.perf_counter())
+            requests, tokens, self._records_stored, (reply, time.perf_counter()), early
         )
+
+    def early_answer(self, send: EarlySend) -> EarlyAnswer:
+        """The produce path's I/O-thread callback for a connection that can write there.
+
+        It frames the answers `produce_many`'s ``reply`` would carry for a stored
+        partition (the same `Produced` values, the codec's framer) and hands them to
+        ``send``; refusals and duplicates are answered by ``reply`` alone. Made once
+        per connection; it touches no handler state, so it is safe on any thread.
+        """
+        frame = _frame_produced
+
+        def answer(tokens: list[Any], partition: int, first: int) -> None:
+            responses = _produced(partition, first, len(tokens))
+            send(tokens, b"".join([part for response in responses for part in frame(response)]))
+
+        return answer
 
     # -- accounting ------------------------------------------------------------------------
 
@@ -150,10 +188,7 @@ class NativeHandler:
         if type(result) is Failure:
             responses = [self._error(_PRODUCE_TEMPLATE, result) for _ in tokens]
         else:
-            make = _new_tuple
-            produced = p.Produced
-            first = result
-            responses = [make(produced, (partition, first + i)) for i in range(len(tokens))]
+            responses = _produced(partition, result, len(tokens))
         if started is not None:
             self.stats.answered(_PRODUCE, time.perf_counter() - started, len(tokens))
         reply(tokens, responses)

@@ -71,8 +71,6 @@ _SASL_OPS: frozenset[type] = frozenset({p.SaslAuthenticate, p.SaslContinue})
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
 )
-_frame_produced = p.RESPONSE_FRAMERS[p.Produced]
-_new_tuple: Any = tuple.__new__
 _NOTHING_MORE: tuple[bytes, ...] = ()
 
 
@@ -102,13 +100,6 @@ def _close_under(lock: threading.RLock, transport: Any) -> None:
     sock.setblocking(False)
     transport.socket = sock
     transport.fileno = sock.fileno
-
-
-class _ProduceSlot(Slot):
-    """A seed Produce's place, offering its connection's `BrokerProtocol._answer_early`
-    to the produce path (`rustka.broker.produce.EarlyAnswer`)."""
-
-    __slots__ = ("early_answer",)
 
 
 @implementer(interfaces.IPushProducer)
@@ -186,7 +177,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
             _close_under(self._out_lock, self.transport)
         self._out = writer_for(self.transport)
         if isinstance(self._out, EagerWriter):
-            self._early = self._answer_early
+            self._early = self.factory.handler.early_answer(self._answer_early)
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -269,15 +260,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
                 self._respond_now(p.error_response(request, AuthenticationRequired(why)))
                 self.finish_and_close()
                 return
-        if kind is p.Produce and self._early is not None:
-            slot = _ProduceSlot()
-            slot.request = None
-            slot.cost = 0
-            slot.parts = None
-            slot.early_answer = self._early
-            self._queue.append(slot)
-        else:
-            slot = self._queue.push()
+        slot = self._queue.push()
         if len(self._queue) >= self.factory.config.max_in_flight_per_connection:
             self._pause_reading("in-flight")
         is_write = type(request) in WRITES
@@ -418,7 +401,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         requests, slots = self._burst, self._burst_slots
         self._burst = []
         self._burst_slots = []
-        self.factory.handler.produce_many(requests, slots, self._produced)
+        self.factory.handler.produce_many(requests, slots, self._produced, self._early)
 
     def _produced(self, slots: list[Slot], responses: list[p.Response]) -> None:
         self._run_pending -= len(slots)
@@ -486,9 +469,10 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._held:
             self._release_held()
 
-    def _answer_early(self, tokens: list[Any], partition: int, first: int) -> None:
-        """On an I/O thread, right after the write: send these produces' answers on the
-        socket now, when this connection's output is the thread's to take.
+    def _answer_early(self, tokens: list[Any], data: bytes) -> None:
+        """On an I/O thread, right after the write: send these produces' answers (framed
+        by the handler, `NativeHandler.early_answer`) on the socket now, when this
+        connection's output is the thread's to take.
 
         Twisted's transport is not thread-safe, so the thread writes only while the
         reactor cannot: under ``_out_lock`` (the reactor takes it around every write
@@ -501,15 +485,6 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         as before. The reactor's `_produced` still runs for these slots (its bookkeeping)
         and keeps what the thread set.
         """
-        make = _new_tuple
-        produced = p.Produced
-        data = b"".join(
-            [
-                part
-                for i in range(len(tokens))
-                for part in _frame_produced(make(produced, (partition, first + i)))
-            ]
-        )
         with self._out_lock:
             queue = self._queue
             if self._closed or queue.closing or len(queue) < len(tokens):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest_twisted
@@ -166,6 +167,43 @@ async def test_produce_many_stores_a_burst_in_one_write(broker: RunningBroker) -
     # one write for the burst, but each seed record is its own one-record batch
     assert [h.record_count for _, h in batches] == [1] * 50
     assert [h.base_offset for _, h in batches] == list(range(50))
+
+
+@pytest_twisted.ensureDeferred
+async def test_early_answer_frames_what_the_reply_answers(broker: RunningBroker) -> None:
+    """The I/O thread gets, for every partition stored, the framed responses the
+    reactor's reply then carries, before that reply; a refused record gets none."""
+    await within(broker.factory.handler.handle(p.CreateTopic("early", 3)))
+    reactor_thread = threading.get_ident()
+    sent: list[tuple[tuple[Any, ...], bytes, bool]] = []
+
+    def send(tokens: list[Any], frames: bytes) -> None:
+        sent.append((tuple(tokens), frames, threading.get_ident() == reactor_thread))
+
+    replies: list[tuple[tuple[Any, ...], list[p.Response], int]] = []
+    collector = Collector(41)
+
+    def reply(tokens: list[Any], responses: list[p.Response]) -> None:
+        replies.append((tuple(tokens), responses, len(sent)))
+        collector.reply(tokens, responses)
+
+    requests = [p.Produce("early", b"k%d" % i, b"v") for i in range(40)]
+    requests.append(p.Produce("no/such topic", b"k", b"refused"))
+    handler = broker.factory.handler
+    handler.produce_many(requests, list(range(41)), reply, handler.early_answer(send))
+    await within(collector.done)
+    stored = {
+        tokens: b"".join(part for r in responses for part in p.RESPONSE_FRAMERS[type(r)](r))
+        for tokens, responses, _ in replies
+        if all(type(r) is p.Produced for r in responses)
+    }
+    assert len(stored) == 3  # one group per partition of "early"
+    assert sorted(t for tokens in stored for t in tokens) == list(range(40))
+    assert {tokens: frames for tokens, frames, _ in sent} == stored
+    assert not any(on_reactor for _, _, on_reactor in sent)
+    for tokens, _, sent_before in replies:
+        if tokens in stored:
+            assert tokens in [t for t, _, _ in sent[:sent_before]]
 
 
 @pytest_twisted.ensureDeferred
