@@ -121,13 +121,11 @@ def load_segments(directory: Path, config: LogConfig, *, recover: bool) -> Loade
         if not segments:
             segments.append(Segment.create(directory, 0, interval))
             fsync_dir(directory)
-    except OSError as e:
+    except BaseException as e:
         for seg in segments:
             seg.close()
-        raise StorageError(f"cannot open partition {directory}: {e}") from e
-    except BaseException:
-        for seg in segments:
-            seg.close()
+        if isinstance(e, OSError):
+            raise StorageError(f"cannot open partition {directory}: {e}") from e
         raise
     return LoadedSegments(segments, recovery_point, log_start, log_start_note, checkpoint)
 

@@ -83,6 +83,18 @@ class _Codegen:
         src = header + "\n" + "\n".join(_indent(body or ["pass"])) + "\n"
         exec(compile(src, f"<kafka codec {name}>", "exec"), self.ns)
 
+    def _claim(self, prefix: str, *key: Any) -> tuple[str, bool]:
+        """The generated function's name for ``key``, and whether it is still to write.
+
+        The name is recorded before its body is generated, so a struct nested in
+        itself, or met again while its body is being written, refers to it by name.
+        """
+        name = self._cache.get(key)
+        if name is not None:
+            return name, False
+        name = self._cache[key] = self._fresh(prefix)
+        return name, True
+
     def _struct_fn(self, fmt: str, kind: str) -> str:
         key = (kind, fmt)
         name = self._cache.get(key)
@@ -135,11 +147,8 @@ class _Codegen:
         return repr(t.zero)
 
     def defaults(self, st: Struct, v: int, flex: bool) -> str:
-        key = ("defaults", st, v, flex)
-        name = self._cache.get(key)
-        if name is None:
-            name = self._fresh("_dfl")
-            self._cache[key] = name
+        name, new = self._claim("_dfl", "defaults", st, v, flex)
+        if new:
             items = ", ".join(
                 f"{fld.name!r}: {self.decode_default(fld, v, flex)}" for fld in st.fields
             )
@@ -149,12 +158,9 @@ class _Codegen:
     # -- decoding ------------------------------------------------------------------------
 
     def decoder(self, st: Struct, v: int, flex: bool) -> str:
-        key = ("dec", st, v, flex)
-        name = self._cache.get(key)
-        if name is not None:
+        name, new = self._claim("_dec", "dec", st, v, flex)
+        if not new:
             return name
-        name = self._fresh("_dec")
-        self._cache[key] = name
         body: list[str] = []
         values: list[tuple[str, str]] = []
         pending: list[tuple[str, Fixed]] = []
@@ -254,12 +260,9 @@ class _Codegen:
     # -- encoding ------------------------------------------------------------------------
 
     def encoder(self, st: Struct, v: int, flex: bool) -> str:
-        key = ("enc", st, v, flex)
-        name = self._cache.get(key)
-        if name is not None:
+        name, new = self._claim("_enc", "enc", st, v, flex)
+        if not new:
             return name
-        name = self._fresh("_enc")
-        self._cache[key] = name
         body = ["g = d.get"]
         pending: list[tuple[str, Fixed]] = []
         tagged: list[Field] = []
