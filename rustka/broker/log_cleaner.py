@@ -100,11 +100,16 @@ class CleanerTotals:
 
 
 def _candidates(logs: LogManager) -> list[tuple[PartitionKey, PartitionLog]]:
+    """The compacted partitions this cleaner can clean: those kept in local segments.
+
+    Cleaning rewrites segment files, so it is the local log's business; a partition
+    another engine keeps (`rustka.storage.partition_store`) compacts its own way.
+    """
     return [
         ((name, index), plog)
         for name, topic in list(logs.topics.items())
         for index, plog in enumerate(list(topic.partitions))
-        if plog.config.compact
+        if isinstance(plog, PartitionLog) and plog.config.compact
     ]
 
 
