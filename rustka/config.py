@@ -157,6 +157,16 @@ is set. Anyone who reaches it can read every record: keep it on loopback
 grow or delete a topic, reset a group's offsets) also need the token in
 console_token_file and, with authorizer_enabled, ACLs for console_principal.""",
 )
+_DISKLESS = Group(
+    "Diskless topics",
+    """\
+Topics created with diskless.enable=true keep no segment on the broker's disk: their
+batches go to an S3-compatible object store and their order to PostgreSQL
+(docs/diskless.md). Both are off unless diskless_dsn and diskless_bucket are set; a
+broker without them refuses diskless.enable=true. Credentials come from the usual
+places, never from this file: PostgreSQL's PGPASSWORD or ~/.pgpass, and the object
+store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the other sources boto3 reads).""",
+)
 _SECURITY = Group(
     "Authentication",
     """\
@@ -729,6 +739,79 @@ class Config:
         _SECURITY,
     )
 
+    diskless_dsn: str | None = setting(
+        Kind.STRING,
+        None,
+        "The PostgreSQL database that orders diskless topics (a libpq connection string "
+        "or URI); every broker of a cluster names the same one.",
+        _DISKLESS,
+        optional=True,
+        example="postgresql://rustka@db.example.com/rustka",
+    )
+    diskless_bucket: str | None = setting(
+        Kind.STRING,
+        None,
+        "The object-store bucket that holds diskless topics' batches.",
+        _DISKLESS,
+        optional=True,
+        example="rustka-data",
+    )
+    diskless_s3_endpoint: str | None = setting(
+        Kind.STRING,
+        None,
+        "The S3 endpoint URL; unset: AWS's own for diskless_s3_region.",
+        _DISKLESS,
+        optional=True,
+        example="http://127.0.0.1:8333",
+    )
+    diskless_s3_region: str = setting(
+        Kind.STRING, "us-east-1", "The object store's region.", _DISKLESS
+    )
+    diskless_prefix: str = setting(
+        Kind.STRING,
+        "",
+        "A prefix for every object key, so several clusters can share one bucket.",
+        _DISKLESS,
+    )
+    diskless_buffer_ms: int = setting(
+        Kind.DURATION,
+        50,
+        "How long a broker gathers diskless produces before it uploads them as one "
+        "object: the floor of their produce latency, traded for fewer, larger uploads.",
+        _DISKLESS,
+        minimum=1,
+        maximum=60_000,
+    )
+    diskless_buffer_bytes: int = setting(
+        Kind.SIZE,
+        8 * 1024**2,
+        "Upload at once when the gathered batches reach this size.",
+        _DISKLESS,
+        minimum=1024,
+        maximum=1024**3,
+    )
+    diskless_cache_bytes: int = setting(
+        Kind.SIZE,
+        64 * 1024**2,
+        "Recent objects kept in memory, so consumers at the tail do not each read the store.",
+        _DISKLESS,
+        minimum=0,
+        maximum=64 * 1024**3,
+    )
+    broker_id: int = setting(
+        Kind.INT,
+        0,
+        "This broker's id (Kafka's node.id): named in Metadata, and on the objects it uploads.",
+        _DISKLESS,
+        minimum=0,
+        maximum=_INT_MAX,
+    )
+
+    @property
+    def diskless_configured(self) -> bool:
+        """Whether this broker can keep diskless topics (a database and a bucket)."""
+        return bool(self.diskless_dsn and self.diskless_bucket)
+
     def listener_security(self, name: str) -> list[str]:
         """What each endpoint of ``name`` (listen, kafka_listen) requires, one word each."""
         endpoints: list[str] = getattr(self, name)
@@ -795,6 +878,10 @@ class Config:
             raise ConfigError(
                 "group_min_session_timeout_ms: must be at most group_max_session_timeout_ms"
             )
+        if bool(self.diskless_dsn) != bool(self.diskless_bucket):
+            raise ConfigError(
+                "diskless_dsn and diskless_bucket: set both for diskless topics, or neither"
+            )
         if self.manhole and not self.manhole_authorized_keys:
             raise ConfigError(
                 "manhole: an authorized keys file (manhole_authorized_keys) is required; "
@@ -824,6 +911,17 @@ class Config:
                 f"conflict topic config setting min.compaction.lag.ms ({lag}) > "
                 f"max.compaction.lag.ms ({max_lag})"
             )
+        if values["diskless_enable"]:
+            if not self.diskless_configured:
+                raise ConfigError(
+                    "diskless.enable=true needs a broker configured for diskless topics "
+                    "(diskless_dsn and diskless_bucket)"
+                )
+            if "compact" in values["cleanup_policy"].split(","):
+                raise ConfigError(
+                    "cleanup.policy=compact is not supported on a diskless topic "
+                    "(diskless.enable=true) yet"
+                )
         # Kafka indexes every batch with 0; a segment's interval of 1 byte does the same.
         values["index_interval_bytes"] = max(1, values["index_interval_bytes"])
         # Kafka's deprecated difference.max.ms stands in for either bound left at its default.
@@ -1135,6 +1233,15 @@ class TopicOnlyConfigs:
         _TOPIC_ONLY,
         topic_config="remote.log.delete.on.disable",
         effect=_NO_TIERED,
+    )
+    diskless_enable: bool = setting(
+        Kind.BOOL,
+        False,
+        "Keep the topic's batches in the object store and their order in PostgreSQL, on "
+        "no broker's disk (KIP-1150; docs/diskless.md). Set when the topic is created; it "
+        "cannot change afterwards.",
+        _TOPIC_ONLY,
+        topic_config="diskless.enable",
     )
 
 

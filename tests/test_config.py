@@ -279,6 +279,7 @@ KAFKA_TOPIC_CONFIGS = {
     "compression.type": ("STRING", "producer"),
     "compression.zstd.level": ("INT", "3"),
     "delete.retention.ms": ("LONG", "86400000"),
+    "diskless.enable": ("BOOLEAN", "false"),  # KIP-1150, accepted for Kafka 4
     "file.delete.delay.ms": ("LONG", "60000"),
     "flush.messages": ("LONG", "9223372036854775807"),
     "flush.ms": ("LONG", "9223372036854775807"),
@@ -476,6 +477,7 @@ def test_every_topic_config_rustka_does_not_apply_says_so() -> None:
         "min.cleanable.dirty.ratio",
         "file.delete.delay.ms",
         "compression.type",
+        "diskless.enable",
     }
     for key, declared in TOPIC_CONFIGS.items():
         assert bool(declared.effect) == (key not in applied), key

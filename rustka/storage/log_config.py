@@ -47,6 +47,9 @@ class LogConfig:
     #: clock (Kafka's message.timestamp.before.max.ms/after.max.ms); None: no limit.
     message_timestamp_before_max_ms: int | None = None
     message_timestamp_after_max_ms: int | None = None
+    #: Kafka's diskless.enable (KIP-1150): the partitions live in the object store and
+    #: the catalog (rustka/storage/diskless/), not in segments.
+    diskless_enable: bool = False
 
     @property
     def compact(self) -> bool:
