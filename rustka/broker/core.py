@@ -60,7 +60,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -111,6 +111,9 @@ from rustka.storage.offsets import OffsetsStore
 from rustka.storage.partition_store import PartitionStore
 from rustka.storage.topic import Topic
 from rustka.storage.txn_log import TransactionLog
+
+if TYPE_CHECKING:
+    from rustka.broker.diskless import DisklessSide
 
 __all__ = [
     "APPEND",
@@ -173,6 +176,8 @@ class Broker:
         self.logs: LogManager | None = None
         self.offsets: OffsetsStore | None = None
         self.offsets_lane: Lane | None = None
+        self.diskless: DisklessSide | None = None
+        """The diskless engine, writer and timers, with a catalog configured (docs/diskless.md)."""
         self.state = STARTING
         self.flush_interval = config.flush == "interval"
         # Kafka's message.max.bytes: no stored batch may be larger than a native frame.
@@ -262,17 +267,35 @@ class Broker:
         # ACL file fails the start before any log is opened.
         self.access.load().addCallback(
             lambda _: self._run(
-                _open_storage, Path(config.data_dir), config.log_config(), self.admin.resolve
+                _open_storage,
+                Path(config.data_dir),
+                config.log_config(),
+                self.admin.resolve,
+                config if config.diskless_configured else None,
             )
         ).addCallbacks(self._storage_opened, self._storage_failed)
         return self.when_ready()
 
     def _storage_opened(
         self,
-        opened: tuple[LogManager, OffsetsStore, list[tuple[str, str, int]], TransactionLog],
+        opened: tuple[LogManager, OffsetsStore, list[tuple[str, str, int]], TransactionLog, Any],
     ) -> None:
-        self.logs, self.offsets, self._orphans_dropped, self.txn_log = opened
+        self.logs, self.offsets, self._orphans_dropped, self.txn_log, engine = opened
         self.offsets_lane = Lane(self.io, self.committed.write_commits)
+        if engine is not None:
+            from rustka.broker.diskless import DisklessSide
+
+            self.diskless = DisklessSide(
+                engine, self.logs, self.io, self.reactor, self.waiters, self.config
+            )
+            self.appends.diskless = self.diskless.writer
+            self.diskless.start()
+            for name in self.logs.diskless_clashes:
+                self.log.error(
+                    "topic {name!r} is both a local topic here and a diskless topic in the "
+                    "catalog: serving the local one",
+                    name=name,
+                )
         if self.logs.recovered:
             self.log.warn("unclean shutdown detected: the log tails were checked and repaired")
         for report in self.logs.recovery_reports:
@@ -333,6 +356,9 @@ class Broker:
         if self.offsets_lane is not None:
             lanes.append(self.offsets_lane)
         idle = [lane.when_idle() for lane in lanes]
+        if self.diskless is not None:
+            self.diskless.stop()
+            idle.append(self.diskless.writer.drain())
         if self._pool_work:
             quiet: defer.Deferred[None] = defer.Deferred()
             self._pool_quiet.append(quiet)
@@ -349,6 +375,8 @@ class Broker:
             self.txn_log.close()
         if self.logs is not None:
             self.logs.close()
+        if self.diskless is not None:
+            self.diskless.engine.close()
 
     def run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
         """Pool work for the core's helpers (the transaction log), counted like `_run`."""
@@ -532,8 +560,11 @@ class Broker:
 
 
 def _open_storage(
-    data_dir: Path, log_config: LogConfig, resolve: Callable[[Mapping[str, str]], LogConfig]
-) -> tuple[LogManager, OffsetsStore, list[tuple[str, str, int]]]:
+    data_dir: Path,
+    log_config: LogConfig,
+    resolve: Callable[[Mapping[str, str]], LogConfig],
+    diskless: Config | None,
+) -> tuple[LogManager, OffsetsStore, list[tuple[str, str, int]], TransactionLog, Any]:
     """Runs on the pool: recovery scans and the offsets replay are disk work.
 
     Commits on topics that do not exist are tombstoned, durably, before anything
@@ -543,6 +574,17 @@ def _open_storage(
     drops a deleted topic's offsets the same way).
     """
     logs = LogManager.open(data_dir, log_config, resolve=resolve)
+    engine = None
+    if diskless is not None:
+        # Only a broker with a catalog loads the diskless drivers (docs/diskless.md).
+        from rustka.broker.diskless import open_diskless
+
+        try:
+            engine = open_diskless(diskless, resolve, logs)
+        except BaseException:
+            for topic in logs.topics.values():
+                topic.close()
+            raise
     try:
         offsets = OffsetsStore.open(data_dir, log_config, recover=logs.recovered)
     except BaseException:
@@ -567,4 +609,4 @@ def _open_storage(
         for topic in logs.topics.values():
             topic.close()
         raise
-    return logs, offsets, orphans, txn_log
+    return logs, offsets, orphans, txn_log, engine

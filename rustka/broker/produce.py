@@ -36,10 +36,11 @@ from typing import Any, Protocol
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from rustka.broker.lanes import OnResult
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.stats import BrokerStats
 from rustka.broker.waiters import Waiters
-from rustka.errors import InvalidBatch, RustkaError, UnknownTopic
+from rustka.errors import InvalidBatch, RustkaError, StorageError, UnknownTopic
 from rustka.names import validate_topic
 from rustka.record.batch import (
     BatchHeader,
@@ -115,6 +116,13 @@ def seed_batches(records: Sequence[KeyedRecord]) -> tuple[bytes, list[tuple[int,
     return (batches[0] if len(batches) == 1 else b"".join(batches)), validated
 
 
+class DisklessAppends(Protocol):
+    """The diskless produce path as `Appends` hands work to it, in a lane's shape."""
+
+    def append_to(self, plog: Any, item: Any, on_result: OnResult, context: Any) -> None:
+        """Store ``item`` on diskless partition ``plog``; ``on_result(result, context)``."""
+
+
 class AppendsCore(Protocol):
     """What `Appends` needs of the broker core (`rustka.broker.core.Broker` is one)."""
 
@@ -149,6 +157,14 @@ class Appends:
         self._lanes = lanes
         # Topics being auto-created -> continuations waiting for them, in arrival order.
         self._creating: dict[str, list[Callable[[Failure | None], None]]] = {}
+        self.diskless: DisklessAppends | None = None
+        """Where diskless partitions' appends go instead of a lane (set by the broker
+        when it has a catalog: rustka/broker/diskless_writer.py)."""
+
+    def _diskless_writer(self) -> DisklessAppends:
+        if self.diskless is None:
+            raise StorageError("this broker has no diskless engine for a diskless topic")
+        return self.diskless
 
     # -- batches -------------------------------------------------------------------
 
@@ -175,6 +191,12 @@ class Appends:
             try:
                 core.check_serving()
                 plog = core.partition(topic, partition)
+                context = ((topic, partition), len(payload), _batches_appended, (d, plog))
+                if plog.config.diskless_enable:
+                    self._diskless_writer().append_to(
+                        plog, (payload, core.max_batch_bytes), self._appended, context
+                    )
+                    return
                 lane = self._lanes.lane(topic, partition)
             except Exception:
                 d.errback(Failure())
@@ -182,7 +204,7 @@ class Appends:
             lane.append_to(
                 (payload, core.max_batch_bytes),
                 self._appended,
-                ((topic, partition), len(payload), _batches_appended, (d, plog)),
+                context,
             )
 
         self._when_topic(topic, auto_create, go)
@@ -229,8 +251,17 @@ class Appends:
                     recs, toks = self._refuse_keyless(key, recs, toks, reply, context)
                     if not recs:
                         continue
-                lane = lanes.existing(key) or lanes.lane(*key)
                 payload, validated = seed_batches(recs)
+                plog = self._core.partition(*key)
+                if plog.config.diskless_enable:
+                    self._diskless_writer().append_to(
+                        plog,
+                        (payload, validated),
+                        self._appended,
+                        (key, len(payload), _records_appended, (toks, reply, context)),
+                    )
+                    continue
+                lane = lanes.existing(key) or lanes.lane(*key)
             except Exception:
                 reply(toks, key[1], Failure(), context)
                 continue
@@ -340,21 +371,59 @@ def write_batches(
 ) -> list[AppendInfo]:
     """Runs on the pool: one coalesced write (and fsync) for queued appends.
 
+    The items are made ready by `prepare_batches`; refused payloads answer with
+    their error and are left out of the write.
+    """
+    prepared = prepare_batches(plog.config, items)
+    results = plog.append_many(prepared.payloads, prepared.headers) if prepared.payloads else []
+    return prepared.answers(results)
+
+
+@dataclass(slots=True)
+class PreparedBatches:
+    """Queued appends made ready for a partition's write, and those refused."""
+
+    count: int
+    payloads: list[bytes]
+    headers: list[list[tuple[int, BatchHeader]]]
+    refused: dict[int, AppendInfo]
+    log_append_time: int | None
+    """The broker time a LogAppendTime topic stamps every batch with; None on CreateTime."""
+
+    def answers(self, results: list[AppendInfo]) -> list[AppendInfo]:
+        """One AppendInfo per item: the write's ``results`` for the payloads it took (in
+        order), the refusals for the others."""
+        stamp = self.log_append_time
+        if stamp is not None:
+            for info in results:
+                if info.error is None and not info.duplicate:
+                    info.log_append_time = stamp
+        if not self.refused:
+            return results
+        stored = iter(results)
+        refused = self.refused
+        return [refused[i] if i in refused else next(stored) for i in range(self.count)]
+
+
+def prepare_batches(
+    config: LogConfig, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
+) -> PreparedBatches:
+    """Runs on the pool: validate, stamp and recompress queued appends for one write.
+
     An item carries its validated batch headers (built by the broker, as for the
     seed Produce) or the batch size limit, meaning a client's bytes still to be
     accepted here (`accept_batches`: validated, and a wrong maxTimestamp
-    rewritten as Kafka does, so what is stored is what the headers say).
-    Refused payloads answer with their error and are left out. On a compacted
-    partition every record needs a key (docs/kafka.md, "Log compaction").
+    rewritten as Kafka does, so what is stored is what the headers say). On a
+    compacted partition every record needs a key (docs/kafka.md, "Log compaction").
 
     The partition's LogConfig, read once per write, is its topic's configs
     (docs/kafka.md, "Topic configs"): max.message.bytes is the size limit when
     set, the timestamp window applies to client records, and on a
     LogAppendTime topic every batch, the seed Produce's too, is stamped with
     one broker time, which the results carry; compression.type other than
-    producer rebuilds batches in that codec.
+    producer rebuilds batches in that codec. Both storage engines take what
+    this makes (`write_batches`, rustka/broker/diskless_writer.py).
     """
-    config = plog.config
     require_keys = config.compact
     stamp = config.message_timestamp_type == "LogAppendTime"
     codec = _topic_codec(config)
@@ -385,15 +454,7 @@ def write_batches(
             )
         payloads.append(payload)
         headers.append(checked)
-    results = plog.append_many(payloads, headers) if payloads else []
-    if stamp:
-        for info in results:
-            if info.error is None and not info.duplicate:
-                info.log_append_time = now
-    if not refused:
-        return results
-    stored = iter(results)
-    return [refused[i] if i in refused else next(stored) for i in range(len(items))]
+    return PreparedBatches(len(items), payloads, headers, refused, now if stamp else None)
 
 
 def _topic_codec(config: LogConfig) -> int | None:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rustka.errors import (
     BrokerUnavailable,
@@ -32,6 +32,10 @@ from rustka.storage.file_io import close_all, fsync_dir
 from rustka.storage.log_config import LogConfig, Resolver
 from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
 from rustka.storage.topic import Topic, check_partition_count, deleted_name, is_temp_name
+
+if TYPE_CHECKING:
+    # Imported only by a broker with a catalog: it needs the diskless extra's drivers.
+    from rustka.storage.diskless.topics import DisklessTopics
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,10 @@ class LogManager:
         self.recovered = recovered
         self.topics = {}
         self.recovery_reports = []
+        self.diskless: DisklessTopics | None = None
+        """The diskless topics' registry, when the broker has a catalog (docs/diskless.md)."""
+        self.diskless_clashes: list[str] = []
+        """Names both a local topic here and a diskless one in the catalog: served local."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -156,7 +164,11 @@ class LogManager:
             raise InvalidName(f"invalid topic name {name!r}: reserved by the broker")
         check_partition_count(partition_count)
         config = self.resolve(overrides) if overrides else self.config
-        topic = Topic.create(self.data_dir, name, partition_count, config, overrides)
+        topic: Topic
+        if config.diskless_enable and self.diskless is not None:
+            topic = self.diskless.create(name, partition_count, overrides or {})
+        else:
+            topic = Topic.create(self.data_dir, name, partition_count, config, overrides)
         self.topics[name] = topic
         return topic
 
@@ -175,6 +187,16 @@ class LogManager:
             topic = self.topics.pop(name, None)
         if topic is None:
             raise UnknownTopic(f"unknown topic {name!r}")
+        if topic.directory is None:
+            if self.diskless is None:
+                raise StorageError(f"topic {name!r} has no directory and no catalog keeps it")
+            try:
+                self.diskless.delete(topic)  # type: ignore[arg-type]
+            except BaseException:
+                with self._lock:
+                    self.topics.setdefault(name, topic)
+                raise
+            return
         with contextlib.suppress(RustkaError, OSError):
             # Its data is going away: a failed final flush (a full disk) must not
             # stop the deletion that would free the space.

@@ -99,7 +99,8 @@ class Topic:
     """
 
     name: str
-    directory: Path
+    directory: Path | None
+    """Where the topic's partitions live; None for a diskless topic, which has none."""
     partitions: list[PartitionLog]
     config: LogConfig
     overrides: Mapping[str, str]
@@ -107,7 +108,7 @@ class Topic:
     def __init__(
         self,
         name: str,
-        directory: Path,
+        directory: Path | None,
         partitions: list[PartitionLog],
         config: LogConfig,
         overrides: Mapping[str, str] | None = None,

@@ -1,0 +1,137 @@
+"""The diskless topics: defined in the catalog, so every broker sharing it sees them.
+
+A diskless topic is a `Topic` whose partitions are `DisklessPartition`s and whose
+definition (partition count, configs) is a catalog row instead of a directory:
+creating, growing, reconfiguring and deleting one changes that row, in one
+transaction each, and the broker's topic map follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rustka.errors import InvalidConfig, UnknownTopic
+from rustka.storage.diskless.engine import DisklessEngine
+from rustka.storage.diskless.partition import DisklessPartition
+from rustka.storage.log_config import Resolver
+from rustka.storage.topic import Topic, check_partition_count
+
+__all__ = ["DisklessTopic", "DisklessTopics"]
+
+_FIXED = (
+    "diskless.enable cannot change once a topic exists: create a new topic and copy "
+    "the records over (rustka mirror)"
+)
+
+
+class DisklessTopic(Topic):
+    """A topic kept by the diskless engine; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        partitions: list[DisklessPartition],
+        config: Any,
+        overrides: Mapping[str, str],
+        engine: DisklessEngine,
+    ) -> None:
+        super().__init__(name, None, list(partitions), config, overrides)
+        self.engine = engine
+
+    def reconfigure(
+        self,
+        change: Callable[[Mapping[str, str]], Mapping[str, str]],
+        resolve: Resolver,
+        *,
+        validate_only: bool = False,
+    ) -> Mapping[str, str]:
+        with self._lock:
+            if self._closed:
+                raise UnknownTopic(f"topic {self.name!r} was deleted or closed")
+            new = dict(change(self.overrides))
+            config = resolve(new)
+            if not config.diskless_enable:
+                raise InvalidConfig(_FIXED)
+            if validate_only:
+                return new
+            self.engine.catalog.alter_configs(self.name, new)
+            self.overrides = new
+            self.config = config
+            for log in self.partitions:
+                log.config = config
+            return new
+
+    def add_partitions(self, new_count: int) -> None:
+        check_partition_count(new_count)
+        with self._lock:
+            if self._closed:
+                raise UnknownTopic(f"topic {self.name!r} was deleted or closed")
+            current = len(self.partitions)
+            self.engine.catalog.add_partitions(self.name, new_count)
+            added = [
+                DisklessPartition(self.engine, self.name, i, self.config)
+                for i in range(current, new_count)
+            ]
+            self.partitions = self.partitions + added
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+class DisklessTopics:
+    """Every diskless topic of the catalog, as this broker opened them."""
+
+    def __init__(self, engine: DisklessEngine, resolve: Resolver) -> None:
+        self.engine = engine
+        self.resolve = resolve
+
+    def load(self) -> dict[str, DisklessTopic]:
+        """Open every topic the catalog defines, with its partitions' bounds (blocking)."""
+        catalog = self.engine.catalog
+        bounds = catalog.all_bounds()
+        topics: dict[str, DisklessTopic] = {}
+        for name, row in catalog.topics().items():
+            config = self.resolve(row.configs)
+            partitions = [
+                DisklessPartition(self.engine, name, i, config, bounds.get((name, i), (0, 0)))
+                for i in range(row.partitions)
+            ]
+            topics[name] = DisklessTopic(name, partitions, config, row.configs, self.engine)
+        return topics
+
+    def create(
+        self, name: str, partition_count: int, overrides: Mapping[str, str]
+    ) -> DisklessTopic:
+        """Define a new diskless topic in the catalog (`TopicExists` if any broker has)."""
+        check_partition_count(partition_count)
+        config = self.resolve(overrides)
+        self.engine.catalog.create_topic(name, partition_count, dict(overrides))
+        partitions = [
+            DisklessPartition(self.engine, name, i, config) for i in range(partition_count)
+        ]
+        return DisklessTopic(name, partitions, config, overrides, self.engine)
+
+    def delete(self, topic: DisklessTopic) -> None:
+        """Remove the topic's rows; its objects go to the collector afterwards."""
+        topic.close()
+        self.engine.catalog.delete_topic(topic.name)
+
+    def refresh(self, topics: Mapping[str, Topic]) -> list[tuple[str, int]]:
+        """Take the bounds other brokers committed (blocking); the partitions whose end
+        moved, so the broker can wake their long-polls."""
+        moved: list[tuple[str, int]] = []
+        bounds = self.engine.catalog.all_bounds()
+        for name, topic in list(topics.items()):
+            if not isinstance(topic, DisklessTopic):
+                continue
+            for index, plog in enumerate(list(topic.partitions)):
+                seen = bounds.get((name, index))
+                if seen is None or not isinstance(plog, DisklessPartition):
+                    continue
+                before = plog.end_offset
+                plog.observe(*seen)
+                if plog.end_offset > before:
+                    moved.append((name, index))
+        return moved
