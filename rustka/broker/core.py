@@ -286,7 +286,13 @@ class Broker:
             from rustka.broker.diskless import DisklessSide
 
             self.diskless = DisklessSide(
-                engine, self.logs, self.io, self.reactor, self.waiters, self.config
+                engine,
+                self.logs,
+                self.io,
+                self.reactor,
+                self.waiters,
+                self.config,
+                self._forget_topic,
             )
             self.appends.diskless = self.diskless.writer
             self.diskless.start()
@@ -325,6 +331,24 @@ class Broker:
         ready, self._ready = self._ready, []
         for d in ready:
             d.callback(None)
+
+    def _forget_topic(self, name: str) -> None:
+        """Stop serving a diskless topic another broker deleted: its rows are gone from
+        the catalog already, so only this broker's view and commits on it remain."""
+        logs = self.logs
+        if logs is None or name in self.deleting:
+            return
+        topic = logs.topics.pop(name, None)
+        if topic is None:
+            return
+        topic.close()
+        keys = [(name, index) for index in range(len(topic.partitions))]
+        self.lanes.retire(keys)
+        for key in keys:
+            self.waiters.wake(key)
+        self.drop_topic_offsets(name).addErrback(
+            lambda f: self.log.failure("dropping the offsets of {name}", f, name=name)
+        )
 
     def _storage_failed(self, failure: Failure) -> None:
         self._open_failure = failure

@@ -14,6 +14,7 @@ one at a time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer, task
@@ -29,7 +30,7 @@ from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.engine import DisklessEngine
 from rustka.storage.diskless.object_cache import ObjectCache
 from rustka.storage.diskless.object_store import ObjectStore
-from rustka.storage.diskless.topics import DisklessTopics
+from rustka.storage.diskless.topics import DisklessTopic, DisklessTopics, Refreshed
 from rustka.storage.log_config import Resolver
 from rustka.storage.log_manager import LogManager
 
@@ -88,11 +89,14 @@ class DisklessSide:
         clock: IReactorTime,
         waiters: Waiters,
         config: Config,
+        on_gone: Callable[[str], object] | None = None,
     ) -> None:
         self.engine = engine
         self._logs = logs
         self._io = io
         self._waiters = waiters
+        self._on_gone = on_gone
+        """Forgets a diskless topic another broker deleted (the core's own bookkeeping)."""
         self.writer = DisklessWriter(
             engine, io, clock, config.diskless_buffer_ms, config.diskless_buffer_bytes
         )
@@ -121,8 +125,17 @@ class DisklessSide:
         d.addCallbacks(self._refreshed, self._failed, errbackArgs=("refresh",))
         return d
 
-    def _refreshed(self, moved: list[tuple[str, int]]) -> None:
-        for key in moved:
+    def _refreshed(self, found: Refreshed) -> None:
+        topics = self._logs.topics
+        for name, topic in found.added.items():
+            # Created on another broker: served here from now on (a name this broker
+            # already has, local or diskless, is left as it is).
+            topics.setdefault(name, topic)
+        for name in found.gone:
+            topic = topics.get(name)
+            if isinstance(topic, DisklessTopic) and self._on_gone is not None:
+                self._on_gone(name)
+        for key in found.moved:
             self._waiters.wake(key)
 
     def _collect_once(self) -> defer.Deferred[Any]:

@@ -82,6 +82,7 @@ class BrokerCollector(Collector):
         yield from self._traffic()
         yield from self._partitions()
         yield from self._cleaner()
+        yield from self._diskless()
         yield from self._transactions()
         yield from self._authorization()
         yield from self._authentication()
@@ -317,6 +318,39 @@ class BrokerCollector(Collector):
             "1 while the credential file cannot be read (the last good copy is in use).",
             value=0 if store.last_error is None else 1,
         )
+
+    def _diskless(self) -> Iterator[Metric]:
+        """The diskless engine (docs/diskless.md, "Metrics"), when the broker has one:
+        uploads and commits with their failures, reads from the store, the object
+        cache, and what the collector deleted."""
+        side = self.broker.diskless
+        if side is None:
+            return
+        stats = side.engine.stats
+        cache = side.engine.cache
+        counters = (
+            ("rustka_diskless_uploads", "Objects uploaded.", stats.uploads),
+            ("rustka_diskless_upload_bytes", "Bytes uploaded.", stats.upload_bytes),
+            ("rustka_diskless_upload_failures", "Uploads that failed.", stats.upload_failures),
+            ("rustka_diskless_commits", "Catalog commits.", stats.commits),
+            ("rustka_diskless_commit_failures", "Commits that failed.", stats.commit_failures),
+            ("rustka_diskless_batches", "Payloads committed.", stats.batches_committed),
+            ("rustka_diskless_fetch_reads", "Reads served from objects.", stats.fetch_reads),
+            ("rustka_diskless_cache_hits", "Object reads the cache answered.", cache.hits),
+            ("rustka_diskless_cache_misses", "Object reads that went to the store.", cache.misses),
+            (
+                "rustka_diskless_objects_collected",
+                "Objects deleted once no row used them.",
+                stats.objects_collected,
+            ),
+            (
+                "rustka_diskless_orphans_collected",
+                "Objects of crashed uploads deleted.",
+                stats.orphans_collected,
+            ),
+        )
+        for name, documentation, value in counters:
+            yield CounterMetricFamily(name, documentation, value=value)
 
     def _cleaner(self) -> Iterator[Metric]:
         """The log cleaner (docs/kafka.md, "Log compaction"): Kafka's cleaner metrics

@@ -235,7 +235,6 @@ class DisklessEngine:
         self.stats.orphans_collected += len(orphans)
         return len(unused), len(orphans)
 
-
     def close(self) -> None:
         """Release the catalog's connections and the store's client."""
         try:

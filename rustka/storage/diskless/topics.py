@@ -9,6 +9,7 @@ transaction each, and the broker's topic map follows.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from rustka.errors import InvalidConfig, UnknownTopic
@@ -17,7 +18,7 @@ from rustka.storage.diskless.partition import DisklessPartition
 from rustka.storage.log_config import Resolver
 from rustka.storage.topic import Topic, check_partition_count
 
-__all__ = ["DisklessTopic", "DisklessTopics"]
+__all__ = ["DisklessTopic", "DisklessTopics", "Refreshed"]
 
 _FIXED = (
     "diskless.enable cannot change once a topic exists: create a new topic and copy "
@@ -118,13 +119,20 @@ class DisklessTopics:
         topic.close()
         self.engine.catalog.delete_topic(topic.name)
 
-    def refresh(self, topics: Mapping[str, Topic]) -> list[tuple[str, int]]:
-        """Take the bounds other brokers committed (blocking); the partitions whose end
-        moved, so the broker can wake their long-polls."""
-        moved: list[tuple[str, int]] = []
-        bounds = self.engine.catalog.all_bounds()
+    def refresh(self, topics: Mapping[str, Topic]) -> Refreshed:
+        """What other brokers changed, read from the catalog (blocking): the partitions
+        whose end moved (their long-polls are woken), the diskless topics created
+        elsewhere (opened here, not yet added) and those deleted elsewhere. The caller
+        applies the topic changes on its own thread."""
+        catalog = self.engine.catalog
+        bounds = catalog.all_bounds()
+        rows = catalog.topics()
+        refreshed = Refreshed()
         for name, topic in list(topics.items()):
             if not isinstance(topic, DisklessTopic):
+                continue
+            if name not in rows:
+                refreshed.gone.append(name)
                 continue
             for index, plog in enumerate(list(topic.partitions)):
                 seen = bounds.get((name, index))
@@ -133,5 +141,25 @@ class DisklessTopics:
                 before = plog.end_offset
                 plog.observe(*seen)
                 if plog.end_offset > before:
-                    moved.append((name, index))
-        return moved
+                    refreshed.moved.append((name, index))
+        for name, row in rows.items():
+            if name in topics:
+                continue
+            config = self.resolve(row.configs)
+            partitions = [
+                DisklessPartition(self.engine, name, i, config, bounds.get((name, i), (0, 0)))
+                for i in range(row.partitions)
+            ]
+            refreshed.added[name] = DisklessTopic(
+                name, partitions, config, row.configs, self.engine
+            )
+        return refreshed
+
+
+@dataclass
+class Refreshed:
+    """What `DisklessTopics.refresh` found other brokers changed."""
+
+    moved: list[tuple[str, int]] = field(default_factory=list)
+    added: dict[str, DisklessTopic] = field(default_factory=dict)
+    gone: list[str] = field(default_factory=list)
