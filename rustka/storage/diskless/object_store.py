@@ -1,0 +1,212 @@
+"""The object store holding diskless topics' batches: any S3-compatible store, via boto3.
+
+Blocking calls on one thread-safe client, each bounded by a timeout and a small
+retry budget, so a store that went away costs a flush a few seconds, never a hang.
+Errors become storage errors the broker answers with: `ObjectStoreUnavailable`
+(retriable) for an unreachable or failing store, `ObjectMissing` and `ObjectExists`
+for what the caller must hear about (docs/diskless.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import boto3
+import botocore.session
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rustka.errors import StorageError
+
+__all__ = [
+    "ObjectExists",
+    "ObjectMissing",
+    "ObjectStore",
+    "ObjectStoreStats",
+    "ObjectStoreUnavailable",
+]
+
+_MISSING = {"404", "NoSuchKey", "NotFound"}
+_EXISTS = {"412", "PreconditionFailed"}
+_NO_BUCKET = {"404", "NoSuchBucket", "NotFound"}
+
+
+class ObjectStoreUnavailable(StorageError):
+    """The store cannot be reached, timed out, or failed the request: try again."""
+
+
+class ObjectMissing(StorageError):
+    """The key the caller expected is not in the store."""
+
+
+class ObjectExists(StorageError):
+    """A conditional create found the key taken (HTTP 412)."""
+
+
+@dataclass
+class ObjectStoreStats:
+    """Requests by kind, for metrics and the benchmarks."""
+
+    puts: int = 0
+    gets: int = 0
+    range_gets: int = 0
+    deletes: int = 0
+    lists: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    errors: int = 0
+
+
+class ObjectStore:
+    """One bucket (and key prefix) of an S3-compatible store."""
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+        prefix: str = "",
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix
+        self.endpoint = endpoint_url or f"s3.{region}.amazonaws.com"
+        self.stats = ObjectStoreStats()
+        self._lock = threading.Lock()
+        session = boto3.session.Session(region_name=region)
+        credentials: dict[str, str] = {}
+        if botocore.session.get_session().get_credentials() is None:
+            # No credentials anywhere: a store without access control (SeaweedFS with
+            # no IAM, a test server) accepts any signature.
+            credentials = {"aws_access_key_id": "rustka", "aws_secret_access_key": "rustka"}
+        self._client = session.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            config=BotoConfig(
+                connect_timeout=timeout_s,
+                read_timeout=timeout_s,
+                retries={"max_attempts": 2, "mode": "standard"},
+                s3={"addressing_style": "path"},
+                max_pool_connections=16,
+            ),
+            **credentials,
+        )
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def _count(self, **counts: int) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self.stats, name, getattr(self.stats, name) + value)
+
+    def _failed(self, e: Exception, what: str) -> StorageError:
+        self._count(errors=1)
+        where = f"{what} in bucket {self.bucket!r} at {self.endpoint}"
+        if isinstance(e, ClientError):
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            status = str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if code in _EXISTS or status in _EXISTS:
+                return ObjectExists(f"{where}: the key exists")
+            if code in _MISSING or status == "404":
+                return ObjectMissing(f"{where}: no such key")
+            return ObjectStoreUnavailable(f"{where} failed: {code or status} {e}")
+        return ObjectStoreUnavailable(f"{where} failed: {e}")
+
+    def ensure_bucket(self) -> None:
+        """Create the bucket if it is not there (first start, tests)."""
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+            return
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code not in _NO_BUCKET:
+                raise self._failed(e, "checking the bucket") from e
+        except BotoCoreError as e:
+            raise self._failed(e, "checking the bucket") from e
+        try:
+            self._client.create_bucket(Bucket=self.bucket)
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
+                raise self._failed(e, "creating the bucket") from e
+        except BotoCoreError as e:
+            raise self._failed(e, "creating the bucket") from e
+
+    def put_new(self, key: str, data: bytes) -> None:
+        """Create ``key`` with ``data``; `ObjectExists` if it is taken (If-None-Match: *),
+        so a retried upload never overwrites an object another broker made."""
+        try:
+            self._client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
+            )
+        except (ClientError, BotoCoreError) as e:
+            raise self._failed(e, f"uploading {key}") from e
+        self._count(puts=1, bytes_up=len(data))
+
+    def get(self, key: str) -> bytes:
+        try:
+            answer = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            data: bytes = answer["Body"].read()
+        except (ClientError, BotoCoreError) as e:
+            raise self._failed(e, f"reading {key}") from e
+        self._count(gets=1, bytes_down=len(data))
+        return data
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """Exactly ``length`` bytes of ``key`` from ``start``."""
+        try:
+            answer = self._client.get_object(
+                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
+            )
+            data: bytes = answer["Body"].read()
+        except (ClientError, BotoCoreError) as e:
+            raise self._failed(e, f"reading {key}") from e
+        self._count(range_gets=1, bytes_down=len(data))
+        if len(data) != length:
+            raise StorageError(
+                f"object {key} in bucket {self.bucket!r} gave {len(data)} bytes at {start}, "
+                f"not the {length} the catalog records"
+            )
+        return data
+
+    def delete(self, key: str) -> None:
+        """Delete ``key``; a key already gone is not an error."""
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            failure = self._failed(e, f"deleting {key}")
+            if not isinstance(failure, ObjectMissing):
+                raise failure from e
+        except BotoCoreError as e:
+            raise self._failed(e, f"deleting {key}") from e
+        self._count(deletes=1)
+
+    def list_objects(
+        self, prefix: str = "", page_size: int = 1000
+    ) -> Iterator[tuple[str, int, float]]:
+        """(key, size, last modified in epoch seconds) of every object under ``prefix``,
+        keys without the store's own prefix, page by page."""
+        token: str | None = None
+        full = self._key(prefix)
+        while True:
+            args: dict[str, object] = {"Bucket": self.bucket, "Prefix": full, "MaxKeys": page_size}
+            if token is not None:
+                args["ContinuationToken"] = token
+            try:
+                page = self._client.list_objects_v2(**args)
+            except (ClientError, BotoCoreError) as e:
+                raise self._failed(e, "listing objects") from e
+            self._count(lists=1)
+            for item in page.get("Contents", ()):
+                name: str = item["Key"]
+                yield name[len(self.prefix) :], int(item["Size"]), item["LastModified"].timestamp()
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    def close(self) -> None:
+        self._client.close()
