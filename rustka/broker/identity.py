@@ -76,10 +76,13 @@ class Identity:
     def new_producer_id(self) -> int:
         """A producer id never handed out before, by this or any earlier run of the broker.
 
-        Ids are the clock in milliseconds times 1024 plus a counter, always above the
-        last one given: restarts take a later clock, so no id repeats unless the
-        clock goes backwards by more than the broker's downtime.
+        Ids are the clock in milliseconds, then 10 bits of the broker id, then a
+        10-bit counter, always above the last one given: restarts take a later clock,
+        so no id repeats unless the clock goes backwards by more than the broker's
+        downtime, and brokers sharing a diskless catalog (whose ids differ modulo
+        1024) never hand out the same id, as Kafka's brokers take disjoint blocks.
         """
-        candidate = int(time.time() * 1000) << 10
+        broker = self._core.config.broker_id % 1024
+        candidate = (int(time.time() * 1000) << 20) | (broker << 10)
         self._last_producer_id = max(candidate, self._last_producer_id + 1)
         return self._last_producer_id

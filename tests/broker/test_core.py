@@ -386,10 +386,28 @@ def test_producer_ids_only_grow_and_start_from_the_clock(tmp_path: Any) -> None:
     from twisted.internet import reactor
 
     core = Broker(Config().updated({"data_dir": str(tmp_path / "d")}), IOPool(reactor), reactor)
-    before = int(time.time() * 1000) << 10
+    before = int(time.time() * 1000) << 20
     ids = [core.new_producer_id() for _ in range(5000)]
     assert ids[0] >= before
     assert ids == sorted(set(ids))
+
+
+def test_brokers_with_different_ids_never_give_the_same_producer_id(tmp_path: Any) -> None:
+    """Brokers sharing a diskless catalog share its producers' state: their ids must
+    not meet, even when handed out in the same millisecond."""
+    from twisted.internet import reactor
+
+    cores = [
+        Broker(
+            Config().updated({"data_dir": str(tmp_path / str(n)), "broker_id": n}),
+            IOPool(reactor),
+            reactor,
+        )
+        for n in (1, 2)
+    ]
+    given = [[core.new_producer_id() for _ in range(500)] for core in cores]
+    assert not set(given[0]) & set(given[1])
+    assert all(0 < i < 2**63 for ids in given for i in ids)
 
 
 # -- topic configs ------------------------------------------------------------------------
