@@ -166,8 +166,7 @@ class DisklessPartition:
             self.refresh()
             if offset >= self._end:
                 return None
-        data = self.read(offset, 1)
-        for record in decode_records(data, 0, verify=True, min_offset=offset):
+        for record in _records(self.read(offset, 1), offset):
             if record.offset == offset:
                 return record
         return None
@@ -177,8 +176,7 @@ class DisklessPartition:
         hit = self.engine.catalog.offset_for_timestamp(self.topic, self.index, timestamp)
         if hit is None:
             return None
-        data = self.engine.read(self.topic, self.index, hit[0], 1)
-        for record in decode_records(data, 0, min_offset=hit[0]):
+        for record in _records(self.engine.read(self.topic, self.index, hit[0], 1), hit[0]):
             if record.timestamp is not None and record.timestamp >= timestamp:
                 assert record.offset is not None
                 return record.offset, record.timestamp
@@ -241,3 +239,13 @@ class DisklessPartition:
 
     def close(self) -> None:
         """Nothing held per partition: the engine owns the connections."""
+
+
+def _records(data: bytes, min_offset: int) -> list[Record]:
+    """The records of every batch in ``data`` (a payload can hold several), CRC-checked,
+    from ``min_offset`` on."""
+    records: list[Record] = []
+    for pos, header in scan_batches(data)[0]:
+        if header.next_offset > min_offset:
+            records.extend(decode_records(data, pos, verify=True, min_offset=min_offset))
+    return records
