@@ -18,6 +18,10 @@ from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from rustka.config import Config
 
+# Real servers for the diskless tests (tests/services/), started only when a test asks.
+from tests.services.postgres import postgres_dsn, postgres_server  # noqa: F401
+from tests.services.seaweed import s3_bucket, s3_server  # noqa: F401
+
 
 class RunningBroker:
     """A broker service tree started in-process, with its bound port."""
