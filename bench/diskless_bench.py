@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 from _common import TwistdBroker, run_driver  # noqa: E402
 
 from tests.services.postgres import PostgresServer  # noqa: E402
-from tests.services.seaweed import S3Server  # noqa: E402
+from tests.services.seaweed import BUCKET, S3Server  # noqa: E402
 
 COUNTS = {"K1": (500_000, 50_000), "K2": (2_000, 300), "K3": (500_000, 50_000)}
 
@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 for ms in args.buffers.split(","):
                     settings = {
                         "diskless_dsn": pg.new_database(),
-                        "diskless_bucket": f"bench{r}b{ms}",
+                        "diskless_bucket": BUCKET,
+                        "diskless_prefix": f"r{r}-{ms}ms/",
                         "diskless_s3_endpoint": s3.endpoint_url,
                         "diskless_buffer_ms": int(ms),
                     }
@@ -150,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                 scale.append(
                     scale_out(
                         Path(tmp) / f"r{r}",
-                        {**last, "diskless_dsn": pg.new_database()},
+                        {
+                            **last,
+                            "diskless_dsn": pg.new_database(),
+                            "diskless_prefix": f"r{r}-scale/",
+                        },
                         counts["K1"] // 2,
                     )
                 )

@@ -18,21 +18,21 @@ from twisted.internet import threads
 
 from rustka.record.batch import crc_ok, decode_records, scan_batches
 from rustka.record.header import CODEC_MASK
-from rustka.storage.diskless.object_store import ObjectStore
 from tests.conftest import RunningBroker, reactor_turns, start_broker, within
 from tests.kafka import real_clients as rc
+from tests.services.seaweed import S3Place
 
 pytestmark = pytest.mark.clients
 
 LZ4 = 3
 
 
-def diskless_settings(postgres_dsn: str, s3_bucket: Any, **more: Any) -> dict[str, Any]:
-    endpoint, bucket = s3_bucket
+def diskless_settings(postgres_dsn: str, s3_bucket: S3Place, **more: Any) -> dict[str, Any]:
     return {
         "diskless_dsn": postgres_dsn,
-        "diskless_bucket": bucket,
-        "diskless_s3_endpoint": endpoint,
+        "diskless_bucket": s3_bucket.bucket,
+        "diskless_s3_endpoint": s3_bucket.endpoint_url,
+        "diskless_prefix": s3_bucket.prefix,
         "diskless_buffer_ms": 20,
         **more,
     }
@@ -51,9 +51,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, 
     return None
 
 
-def stored_objects(s3_bucket: Any) -> dict[str, bytes]:
-    endpoint, bucket = s3_bucket
-    store = ObjectStore(bucket, endpoint_url=endpoint)
+def stored_objects(s3_bucket: S3Place) -> dict[str, bytes]:
+    store = s3_bucket.store()
     try:
         return {key: store.get(key) for key, _, _ in store.list_objects()}
     finally:
@@ -67,7 +66,7 @@ def catalog_rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
 
 @pytest_twisted.ensureDeferred
 async def test_confluent_kafka_produces_and_consumes_a_diskless_topic(
-    tmp_path: Path, postgres_dsn: str, s3_bucket: Any
+    tmp_path: Path, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     broker = await start_broker(tmp_path / "a", **diskless_settings(postgres_dsn, s3_bucket))
     try:
@@ -130,7 +129,7 @@ async def test_confluent_kafka_produces_and_consumes_a_diskless_topic(
 
 @pytest_twisted.ensureDeferred
 async def test_a_new_broker_with_an_empty_disk_serves_what_another_stored(
-    tmp_path: Path, postgres_dsn: str, s3_bucket: Any
+    tmp_path: Path, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     settings = diskless_settings(postgres_dsn, s3_bucket)
     first = await start_broker(tmp_path / "first", **settings)
@@ -161,7 +160,7 @@ async def test_a_new_broker_with_an_empty_disk_serves_what_another_stored(
 
 @pytest_twisted.ensureDeferred
 async def test_what_diskless_topics_do_not_support_is_refused_by_name(
-    tmp_path: Path, postgres_dsn: str, s3_bucket: Any
+    tmp_path: Path, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     broker: RunningBroker = await start_broker(
         tmp_path / "b", **diskless_settings(postgres_dsn, s3_bucket)
@@ -191,7 +190,7 @@ async def test_what_diskless_topics_do_not_support_is_refused_by_name(
 
 @pytest_twisted.ensureDeferred
 async def test_two_brokers_producing_into_the_same_partition_get_contiguous_offsets(
-    tmp_path: Path, postgres_dsn: str, s3_bucket: Any
+    tmp_path: Path, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     """Two brokers share the catalog and the bucket; producers on each write into the
     same partition at once: every record once, offsets 0..n-1, and a consumer on

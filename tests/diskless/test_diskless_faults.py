@@ -16,7 +16,7 @@ from tests.conftest import reactor_turns, start_broker, within
 from tests.diskless.test_diskless_clients import create_topic, diskless_settings
 from tests.kafka import real_clients as rc
 from tests.services.postgres import PostgresServer
-from tests.services.seaweed import S3Server
+from tests.services.seaweed import S3Place, S3Server
 
 pytestmark = pytest.mark.clients
 
@@ -73,7 +73,7 @@ class Producing:
 
 @pytest_twisted.ensureDeferred
 async def test_postgresql_restarted_under_load_loses_and_duplicates_nothing(
-    tmp_path: Path, postgres_server: PostgresServer, postgres_dsn: str, s3_bucket: Any
+    tmp_path: Path, postgres_server: PostgresServer, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     broker = await start_broker(tmp_path / "b", **diskless_settings(postgres_dsn, s3_bucket))
     try:
@@ -111,7 +111,7 @@ async def test_postgresql_restarted_under_load_loses_and_duplicates_nothing(
 
 @pytest_twisted.ensureDeferred
 async def test_the_object_store_gone_under_load_loses_and_duplicates_nothing(
-    tmp_path: Path, s3_server: S3Server, postgres_dsn: str, s3_bucket: Any
+    tmp_path: Path, s3_server: S3Server, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     broker = await start_broker(tmp_path / "b", **diskless_settings(postgres_dsn, s3_bucket))
     try:

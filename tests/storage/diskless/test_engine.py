@@ -12,19 +12,18 @@ from rustka.record.batch import Record, decode_records, encode_batch, scan_batch
 from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.engine import DisklessEngine
 from rustka.storage.diskless.object_cache import ObjectCache
-from rustka.storage.diskless.object_store import ObjectStore
 from rustka.storage.diskless.partition import DisklessPartition
 from rustka.storage.diskless.wal_object import new_object_key
 from rustka.storage.log_config import LogConfig
 from rustka.storage.partition_store import PartitionStore
+from tests.services.seaweed import S3Place
 
 
 @pytest.fixture
-def engine(postgres_dsn: str, s3_bucket: tuple[str, str]) -> Iterator[DisklessEngine]:
+def engine(postgres_dsn: str, s3_bucket: S3Place) -> Iterator[DisklessEngine]:
     catalog = Catalog(postgres_dsn)
     catalog.migrate()
-    endpoint, bucket = s3_bucket
-    e = DisklessEngine(catalog, ObjectStore(bucket, endpoint_url=endpoint), ObjectCache(0))
+    e = DisklessEngine(catalog, s3_bucket.store(), ObjectCache(0))
     yield e
     e.close()
 

@@ -12,19 +12,17 @@ from rustka.storage.diskless.object_cache import ObjectCache
 from rustka.storage.diskless.object_store import (
     ObjectExists,
     ObjectMissing,
-    ObjectStore,
     ObjectStoreUnavailable,
 )
 from rustka.storage.diskless.wal_object import ObjectBuilder, new_object_key, object_key_time_ms
-from tests.services.seaweed import S3Server
+from tests.services.seaweed import S3Place, S3Server
 
 
 def test_objects_are_created_once_read_by_range_listed_and_deleted(
-    s3_bucket: tuple[str, str],
+    s3_bucket: S3Place,
 ) -> None:
-    endpoint, bucket = s3_bucket
-    store = ObjectStore(bucket, endpoint_url=endpoint, prefix="c1/")
-    other = ObjectStore(bucket, endpoint_url=endpoint, prefix="c2/")
+    store = s3_bucket.store("c1/")
+    other = s3_bucket.store("c2/")
     try:
         data = bytes(range(256)) * 40
         store.put_new("wal/a", data)
@@ -52,10 +50,9 @@ def test_objects_are_created_once_read_by_range_listed_and_deleted(
 
 
 def test_a_store_that_went_away_is_a_retriable_error_then_works_again(
-    s3_server: S3Server, s3_bucket: tuple[str, str]
+    s3_server: S3Server, s3_bucket: S3Place
 ) -> None:
-    endpoint, bucket = s3_bucket
-    store = ObjectStore(bucket, endpoint_url=endpoint, timeout_s=2)
+    store = s3_bucket.store(timeout_s=2)
     try:
         store.put_new("before", b"1")
         s3_server.stop()
