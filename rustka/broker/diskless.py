@@ -30,7 +30,12 @@ from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.engine import DisklessEngine
 from rustka.storage.diskless.object_cache import ObjectCache
 from rustka.storage.diskless.object_store import ObjectStore
-from rustka.storage.diskless.topics import DisklessTopic, DisklessTopics, Refreshed
+from rustka.storage.diskless.topics import (
+    DisklessTopic,
+    DisklessTopics,
+    Refreshed,
+    apply_change,
+)
 from rustka.storage.log_config import Resolver
 from rustka.storage.log_manager import LogManager
 
@@ -131,6 +136,9 @@ class DisklessSide:
             # Created on another broker: served here from now on (a name this broker
             # already has, local or diskless, is left as it is).
             topics.setdefault(name, topic)
+        for topic, overrides, config, grown in found.changed:
+            if topics.get(topic.name) is topic:
+                apply_change(topic, overrides, config, grown)
         for name in found.gone:
             topic = topics.get(name)
             if isinstance(topic, DisklessTopic) and self._on_gone is not None:

@@ -18,7 +18,7 @@ from rustka.storage.diskless.partition import DisklessPartition
 from rustka.storage.log_config import Resolver
 from rustka.storage.topic import Topic, check_partition_count
 
-__all__ = ["DisklessTopic", "DisklessTopics", "Refreshed"]
+__all__ = ["DisklessTopic", "DisklessTopics", "Refreshed", "apply_change"]
 
 _FIXED = (
     "diskless.enable cannot change once a topic exists: create a new topic and copy "
@@ -131,9 +131,17 @@ class DisklessTopics:
         for name, topic in list(topics.items()):
             if not isinstance(topic, DisklessTopic):
                 continue
-            if name not in rows:
+            row = rows.get(name)
+            if row is None:
                 refreshed.gone.append(name)
                 continue
+            if row.configs != topic.overrides or row.partitions > len(topic.partitions):
+                config = self.resolve(row.configs)
+                grown = [
+                    DisklessPartition(self.engine, name, i, config, bounds.get((name, i), (0, 0)))
+                    for i in range(len(topic.partitions), row.partitions)
+                ]
+                refreshed.changed.append((topic, row.configs, config, grown))
             for index, plog in enumerate(list(topic.partitions)):
                 seen = bounds.get((name, index))
                 if seen is None or not isinstance(plog, DisklessPartition):
@@ -163,3 +171,20 @@ class Refreshed:
     moved: list[tuple[str, int]] = field(default_factory=list)
     added: dict[str, DisklessTopic] = field(default_factory=dict)
     gone: list[str] = field(default_factory=list)
+    changed: list[tuple[DisklessTopic, dict[str, str], Any, list[DisklessPartition]]] = field(
+        default_factory=list
+    )
+    """Topics another broker reconfigured or grew: (topic, its configs, their LogConfig,
+    the new partitions)."""
+
+
+def apply_change(
+    topic: DisklessTopic, overrides: dict[str, str], config: Any, grown: list[DisklessPartition]
+) -> None:
+    """Take another broker's change to ``topic`` (on the broker's own thread)."""
+    topic.overrides = dict(overrides)
+    topic.config = config
+    for log in topic.partitions:
+        log.config = config
+    if grown:
+        topic.partitions = topic.partitions + grown

@@ -3,7 +3,7 @@ stored once and read back with their assigned offsets, retention, collection."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -13,9 +13,11 @@ from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.engine import DisklessEngine
 from rustka.storage.diskless.object_cache import ObjectCache
 from rustka.storage.diskless.partition import DisklessPartition
+from rustka.storage.diskless.topics import DisklessTopics, apply_change
 from rustka.storage.diskless.wal_object import new_object_key
 from rustka.storage.log_config import LogConfig
 from rustka.storage.partition_store import PartitionStore
+from rustka.storage.topic import Topic
 from tests.services.seaweed import S3Place
 
 
@@ -82,3 +84,26 @@ def test_retention_then_collection_delete_unused_objects_and_old_orphans(
     assert [r.value for r in decode_records(plog.read(2, 100), 0)] == [b"new"]
     record = plog.read_record(2)
     assert record is not None and record.value == b"new"
+
+
+def test_a_broker_learns_what_another_did_to_diskless_topics(engine: DisklessEngine) -> None:
+    def resolve(overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig(diskless_enable=True, retention_ms=int(overrides.get("retention.ms", 1)))
+
+    here, there = DisklessTopics(engine, resolve), DisklessTopics(engine, resolve)
+    topics: dict[str, Topic] = {}
+    made = here.create("t", 1, {"diskless.enable": "true"})
+    found = there.refresh(topics)
+    assert list(found.added) == ["t"] and found.added["t"].partition_count == 1
+    topics["t"] = found.added["t"]
+    made.add_partitions(3)
+    made.reconfigure(lambda old: {**old, "retention.ms": "5000"}, resolve)
+    made.partitions[2].append(batch(b"x"))
+    found = there.refresh(topics)
+    [(topic, overrides, config, grown)] = found.changed
+    apply_change(topic, overrides, config, grown)
+    assert topics["t"].partition_count == 3 and topics["t"].config.retention_ms == 5000
+    assert there.refresh(topics).moved == []  # new partitions arrive with their bounds
+    assert topics["t"].partitions[2].end_offset == 1
+    here.delete(made)
+    assert there.refresh(topics).gone == ["t"]
