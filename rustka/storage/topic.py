@@ -25,10 +25,11 @@ import shutil
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rustka import partitioner
 from rustka.errors import (
+    InvalidConfig,
     InvalidPartitionCount,
     StorageError,
     TopicExists,
@@ -98,6 +99,8 @@ class Topic:
     reader that grabbed the list keeps a consistent view.
     """
 
+    diskless: ClassVar[bool] = False
+    """Whether the partitions live in the diskless engine (rustka/storage/diskless/)."""
     name: str
     directory: Path | None
     """Where the topic's partitions live; None for a diskless topic, which has none."""
@@ -234,22 +237,32 @@ class Topic:
                 raise UnknownTopic(f"topic {self.name!r} was deleted or closed")
             new = dict(change(self.overrides))
             config = resolve(new)
+            if config.diskless_enable != self.diskless:
+                raise InvalidConfig(
+                    "diskless.enable cannot change once a topic exists: create a new topic "
+                    "and copy the records over (rustka mirror)"
+                )
             if validate_only:
                 return new
-            path = self.directory / TOPIC_CONFIG_FILE
-            try:
-                if new:
-                    replace_file(path, encode_topic_config(new))
-                elif path.exists():
-                    path.unlink()
-                    fsync_dir(self.directory)
-            except OSError as e:
-                raise StorageError(f"cannot write {path}: {e.strerror}") from e
+            self._store_configs(new)
             self.overrides = new
             self.config = config
             for log in self.partitions:
                 log.config = config
             return new
+
+    def _store_configs(self, configs: Mapping[str, str]) -> None:
+        """Make the topic's own configs durable: its ``topic-config`` file, replaced whole."""
+        assert self.directory is not None
+        path = self.directory / TOPIC_CONFIG_FILE
+        try:
+            if configs:
+                replace_file(path, encode_topic_config(configs))
+            elif path.exists():
+                path.unlink()
+                fsync_dir(self.directory)
+        except OSError as e:
+            raise StorageError(f"cannot write {path}: {e.strerror}") from e
 
     @property
     def partition_count(self) -> int:

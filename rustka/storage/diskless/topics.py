@@ -8,11 +8,11 @@ transaction each, and the broker's topic map follows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rustka.errors import InvalidConfig, UnknownTopic
+from rustka.errors import UnknownTopic
 from rustka.storage.diskless.engine import DisklessEngine
 from rustka.storage.diskless.partition import DisklessPartition
 from rustka.storage.log_config import Resolver
@@ -20,14 +20,11 @@ from rustka.storage.topic import Topic, check_partition_count
 
 __all__ = ["DisklessTopic", "DisklessTopics", "Refreshed", "apply_change"]
 
-_FIXED = (
-    "diskless.enable cannot change once a topic exists: create a new topic and copy "
-    "the records over (rustka mirror)"
-)
-
 
 class DisklessTopic(Topic):
     """A topic kept by the diskless engine; see the module docstring."""
+
+    diskless = True
 
     def __init__(
         self,
@@ -40,28 +37,9 @@ class DisklessTopic(Topic):
         super().__init__(name, None, list(partitions), config, overrides)
         self.engine = engine
 
-    def reconfigure(
-        self,
-        change: Callable[[Mapping[str, str]], Mapping[str, str]],
-        resolve: Resolver,
-        *,
-        validate_only: bool = False,
-    ) -> Mapping[str, str]:
-        with self._lock:
-            if self._closed:
-                raise UnknownTopic(f"topic {self.name!r} was deleted or closed")
-            new = dict(change(self.overrides))
-            config = resolve(new)
-            if not config.diskless_enable:
-                raise InvalidConfig(_FIXED)
-            if validate_only:
-                return new
-            self.engine.catalog.alter_configs(self.name, new)
-            self.overrides = new
-            self.config = config
-            for log in self.partitions:
-                log.config = config
-            return new
+    def _store_configs(self, configs: Mapping[str, str]) -> None:
+        """The topic's configs are its catalog row's: every broker reads them there."""
+        self.engine.catalog.alter_configs(self.name, configs)
 
     def add_partitions(self, new_count: int) -> None:
         check_partition_count(new_count)

@@ -4,10 +4,11 @@ stored once and read back with their assigned offsets, retention, collection."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
-from rustka.errors import OffsetOutOfRange
+from rustka.errors import InvalidConfig, OffsetOutOfRange
 from rustka.record.batch import Record, decode_records, encode_batch, scan_batches
 from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.engine import DisklessEngine
@@ -107,3 +108,23 @@ def test_a_broker_learns_what_another_did_to_diskless_topics(engine: DisklessEng
     assert topics["t"].partitions[2].end_offset == 1
     here.delete(made)
     assert there.refresh(topics).gone == ["t"]
+
+
+def test_diskless_enable_cannot_change_either_way(engine: DisklessEngine, tmp_path: Path) -> None:
+    def resolve(overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig(diskless_enable=overrides.get("diskless.enable") == "true")
+
+    local = Topic.create(tmp_path, "local", 1, LogConfig(), {})
+    try:
+        with pytest.raises(InvalidConfig, match=r"diskless\.enable cannot change"):
+            local.reconfigure(lambda old: {"diskless.enable": "true"}, resolve)
+    finally:
+        local.close()
+    kept = DisklessTopics(engine, resolve).create("kept", 1, {"diskless.enable": "true"})
+    with pytest.raises(InvalidConfig, match=r"diskless\.enable cannot change"):
+        kept.reconfigure(lambda old: {}, resolve)
+    kept.reconfigure(lambda old: {**old, "retention.ms": "1"}, resolve)
+    assert engine.catalog.topics()["kept"].configs == {
+        "diskless.enable": "true",
+        "retention.ms": "1",
+    }
