@@ -12,7 +12,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import threads
 
-from tests.conftest import reactor_turns, start_broker, within
+from tests.conftest import RunningBroker, reactor_turns, start_broker, within
 from tests.diskless.test_diskless_clients import create_topic, diskless_settings
 from tests.kafka import real_clients as rc
 from tests.services.postgres import PostgresServer
@@ -71,21 +71,37 @@ class Producing:
         producer.flush(180)
 
 
+async def under_load(broker: RunningBroker) -> tuple[Producing, Any]:
+    """A diskless topic with a producer a quarter through its records."""
+    error = await threads.deferToThread(
+        create_topic, broker.address, "load", 1, {"diskless.enable": "true"}
+    )
+    assert error is None
+    producing = Producing(broker.address, "load")
+    done = threads.deferToThread(producing.run)
+    await reactor_turns(lambda: producing.delivered >= COUNT // 4, 60)
+    return producing, done
+
+
+async def everything_once(broker: RunningBroker, producing: Producing, done: Any) -> None:
+    """Every record acknowledged once, at offsets 0..COUNT-1, and read back in order."""
+    await within(done, 240)
+    assert producing.errors == []
+    assert sorted(o for o, _ in producing.acked) == list(range(COUNT))
+    read = await within(
+        threads.deferToThread(rc.confluent_read_all, broker.address, "load", 1, COUNT), 120
+    )
+    assert [v for _, _, _, v in read] == [b"v%05d" % i for i in range(COUNT)]
+    assert broker.broker.diskless.engine.catalog.bounds("load", 0) == (0, COUNT)
+
+
 @pytest_twisted.ensureDeferred
 async def test_postgresql_restarted_under_load_loses_and_duplicates_nothing(
     tmp_path: Path, postgres_server: PostgresServer, postgres_dsn: str, s3_bucket: S3Place
 ) -> None:
     broker = await start_broker(tmp_path / "b", **diskless_settings(postgres_dsn, s3_bucket))
     try:
-        assert (
-            await threads.deferToThread(
-                create_topic, broker.address, "load", 1, {"diskless.enable": "true"}
-            )
-            is None
-        )
-        producing = Producing(broker.address, "load")
-        done = threads.deferToThread(producing.run)
-        await reactor_turns(lambda: producing.delivered >= COUNT // 4, 60)
+        producing, done = await under_load(broker)
         stats = broker.broker.diskless.engine.stats
         await threads.deferToThread(postgres_server.stop)
         try:
@@ -94,17 +110,8 @@ async def test_postgresql_restarted_under_load_loses_and_duplicates_nothing(
             acked_while_down = producing.delivered
         finally:
             await threads.deferToThread(postgres_server.start)
-        await within(done, 240)
-        assert producing.errors == []
-        assert producing.delivered == COUNT
         assert acked_while_down < COUNT
-        offsets = sorted(o for o, _ in producing.acked)
-        assert offsets == list(range(COUNT))  # each record once, no gap
-        read = await within(
-            threads.deferToThread(rc.confluent_read_all, broker.address, "load", 1, COUNT), 120
-        )
-        assert [v for _, _, _, v in read] == [b"v%05d" % i for i in range(COUNT)]
-        assert broker.broker.diskless.engine.catalog.bounds("load", 0) == (0, COUNT)
+        await everything_once(broker, producing, done)
     finally:
         await broker.stop()
 
@@ -115,15 +122,7 @@ async def test_the_object_store_gone_under_load_loses_and_duplicates_nothing(
 ) -> None:
     broker = await start_broker(tmp_path / "b", **diskless_settings(postgres_dsn, s3_bucket))
     try:
-        assert (
-            await threads.deferToThread(
-                create_topic, broker.address, "load", 1, {"diskless.enable": "true"}
-            )
-            is None
-        )
-        producing = Producing(broker.address, "load")
-        done = threads.deferToThread(producing.run)
-        await reactor_turns(lambda: producing.delivered >= COUNT // 4, 60)
+        producing, done = await under_load(broker)
         stats = broker.broker.diskless.engine.stats
         await threads.deferToThread(s3_server.stop)
         try:
@@ -134,12 +133,6 @@ async def test_the_object_store_gone_under_load_loses_and_duplicates_nothing(
             assert stats.commits == committed_while_down
         finally:
             await threads.deferToThread(s3_server.start)
-        await within(done, 240)
-        assert producing.errors == []
-        assert sorted(o for o, _ in producing.acked) == list(range(COUNT))
-        read = await within(
-            threads.deferToThread(rc.confluent_read_all, broker.address, "load", 1, COUNT), 120
-        )
-        assert [v for _, _, _, v in read] == [b"v%05d" % i for i in range(COUNT)]
+        await everything_once(broker, producing, done)
     finally:
         await broker.stop()
