@@ -109,7 +109,7 @@ class Reads:
         """Stored batches from ``offset``; see docs/broker-api.md."""
         plog = self._core.partition(topic, partition)
         start, end = plog.log_start_offset, plog.end_offset
-        if not start <= offset <= end:
+        if not start <= offset <= end and not _may_lag(plog, offset, end):
             raise OffsetOutOfRange(offset, start, end)
         if committed:
             stable = plog.last_stable_offset
@@ -118,7 +118,7 @@ class Reads:
             return self._core.run(
                 _read_committed_blocking, plog, offset, max(1, max_bytes)
             ).addCallback(self._sent)
-        if offset == end:
+        if offset == end and not _may_lag(plog, offset, end):
             return defer.succeed(ReadResult((), end, start, plog.last_stable_offset))
         return self._core.run(_read_blocking, plog, offset, max(1, max_bytes)).addCallback(
             self._sent
@@ -152,11 +152,12 @@ class Reads:
                 out.append(exc)
                 continue
             start, end = plog.log_start_offset, plog.end_offset
-            if not start <= offset <= end:
+            lagging = _may_lag(plog, offset, end)
+            if not start <= offset <= end and not lagging:
                 out.append(OffsetOutOfRange(offset, start, end))
                 continue
             stable = plog.last_stable_offset
-            if offset >= (stable if committed else end):
+            if offset >= (stable if committed else end) and not lagging:
                 out.append(ReadResult((), end, start, stable, () if committed else None))
                 continue
             reads.append((len(out), plog, offset, part_max))
@@ -193,7 +194,7 @@ class Reads:
     def read_record(self, topic: str, partition: int, offset: int) -> defer.Deferred[Record | None]:
         """The record at ``offset`` (None at or past the end, or in a gap recovery left)."""
         plog = self._core.partition(topic, partition)
-        if offset >= plog.end_offset:
+        if offset >= plog.end_offset and not _may_lag(plog, offset, plog.end_offset):
             return defer.succeed(None)
         if offset < plog.log_start_offset:
             raise OffsetOutOfRange(offset, plog.log_start_offset, plog.end_offset)
@@ -250,6 +251,14 @@ class Reads:
             return OffsetAtTime(hit[0], hit[1])
 
         return self._core.run(plog.offset_for_timestamp, timestamp).addCallback(found)
+
+
+def _may_lag(plog: PartitionStore, offset: int, end: int) -> bool:
+    """Whether a read past this broker's view of the end must still go to the partition:
+    a diskless partition's end is as last seen here (other brokers commit to it too,
+    docs/diskless.md), so only the partition itself, asking the catalog, can say an
+    offset is out of range."""
+    return offset > end and plog.config.diskless_enable
 
 
 def _read_blocking(plog: PartitionStore, offset: int, max_bytes: int) -> ReadResult:

@@ -155,7 +155,13 @@ class DisklessPartition:
             raise OffsetOutOfRange(offset, self._log_start, self._end)
         if offset == self._end:
             return b""
-        return self.engine.read(self.topic, self.index, offset, max_bytes)
+        data = self.engine.read(self.topic, self.index, offset, max_bytes)
+        if data:
+            # The catalog may hold more than this broker has seen: the end it reports
+            # must never trail the records it returns.
+            found = scan_batches(data)[0]
+            self.observe(self._log_start, found[-1][1].next_offset)
+        return data
 
     def read_committed(self, offset: int, max_bytes: int) -> tuple[bytes, int]:
         data = self.read(offset, max_bytes)
