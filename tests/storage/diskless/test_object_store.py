@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 
+from rustka.errors import StorageError
 from rustka.storage.diskless.object_cache import ObjectCache
 from rustka.storage.diskless.object_store import (
     ObjectExists,
     ObjectMissing,
+    ObjectStore,
     ObjectStoreUnavailable,
 )
 from rustka.storage.diskless.wal_object import ObjectBuilder, new_object_key, object_key_time_ms
@@ -47,6 +50,37 @@ def test_objects_are_created_once_read_by_range_listed_and_deleted(
     finally:
         store.close()
         other.close()
+
+
+def test_ranges_the_object_does_not_hold_are_errors_a_retry_cannot_fix(
+    s3_bucket: S3Place,
+) -> None:
+    store = s3_bucket.store()
+    try:
+        store.put_new("k", b"0123456789")
+        assert store.get_range("k", 0, 0) == b""
+        assert store.get_range("k", 9, 1) == b"9"
+        with pytest.raises(StorageError) as short:
+            store.get_range("k", 8, 5)  # the object ends two bytes in
+        with pytest.raises(StorageError) as past:
+            store.get_range("k", 20, 5)  # starts past the end: 416
+        with pytest.raises(ObjectMissing):
+            store.get_range("none", 0, 3)
+        for refused in (short.value, past.value):
+            assert not isinstance(refused, ObjectStoreUnavailable)
+    finally:
+        store.close()
+
+
+def test_a_bucket_the_store_lacks_is_not_a_missing_object(s3_bucket: S3Place) -> None:
+    store = ObjectStore(f"absent-{uuid.uuid4().hex[:12]}", endpoint_url=s3_bucket.endpoint_url)
+    try:
+        with pytest.raises(ObjectStoreUnavailable, match="no such bucket"):
+            store.get("k")
+        with pytest.raises(StorageError):
+            store.delete("k")  # not passed over as already deleted
+    finally:
+        store.close()
 
 
 def test_a_store_that_went_away_is_a_retriable_error_then_works_again(
