@@ -232,6 +232,13 @@ class ObjectStore:
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")
+            if not token:
+                # Without it the next request would start over: the collector would
+                # list the same first page for ever.
+                raise StorageError(
+                    f"listing bucket {self.bucket!r} at {self.endpoint}: a truncated page "
+                    "without a continuation token"
+                )
 
     def close(self) -> None:
         self._client.close()
