@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import pytest
 
-from rustka.storage.diskless.object_store import ObjectStore, ObjectStoreUnavailable
+from rustka.errors import StorageError
+from rustka.storage.diskless.object_store import ObjectStore
 
 __all__ = ["S3Place", "S3Server", "s3_bucket", "s3_server"]
 
@@ -129,7 +130,8 @@ class S3Server:
                     store.ensure_bucket()
                     store.put_new(f"probes/{uuid.uuid4().hex}", b"x")
                     return
-                except ObjectStoreUnavailable:
+                except StorageError:
+                    # Unreachable, or up but not yet serving (no volume yet): poll on.
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)

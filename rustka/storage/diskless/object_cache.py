@@ -30,8 +30,8 @@ class ObjectCache:
 
     def put(self, key: str, data: bytes) -> None:
         """Keep ``data`` as ``key``, dropping the least recently used to make room; an
-        object larger than the whole cache is not kept."""
-        if len(data) > self.capacity:
+        object larger than the whole cache is not kept, and nothing is when it is off."""
+        if self.capacity <= 0 or len(data) > self.capacity:
             return
         with self._lock:
             old = self._objects.pop(key, None)
@@ -47,7 +47,7 @@ class ObjectCache:
         """``length`` bytes of ``key`` from ``start``, or None if the object is not here."""
         with self._lock:
             data = self._objects.get(key)
-            if data is None or start + length > len(data):
+            if data is None or start < 0 or start + length > len(data):
                 self.misses += 1
                 return None
             self._objects.move_to_end(key)

@@ -31,6 +31,17 @@ __all__ = [
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 _EXISTS = {"412", "PreconditionFailed"}
 _NO_BUCKET = {"404", "NoSuchBucket", "NotFound"}
+_BUSY = {
+    "429",
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "ServiceUnavailable",
+    "InternalError",
+}
+"""Answers that say "not now" rather than "never": a retry may succeed."""
 
 
 class ObjectStoreUnavailable(StorageError):
@@ -111,9 +122,17 @@ class ObjectStore:
             status = str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
             if code in _EXISTS or status in _EXISTS:
                 return ObjectExists(f"{where}: the key exists")
+            if code == "NoSuchBucket":
+                # The configuration names a bucket the store does not have: not a
+                # missing object (a delete must not pass over it as already done).
+                return ObjectStoreUnavailable(f"{where}: no such bucket")
             if code in _MISSING or status == "404":
                 return ObjectMissing(f"{where}: no such key")
-            return ObjectStoreUnavailable(f"{where} failed: {code or status} {e}")
+            if code in _BUSY or status in _BUSY or status.startswith("5"):
+                return ObjectStoreUnavailable(f"{where} failed: {code or status} {e}")
+            # Refused for good (access denied, a range past the object's end): retrying
+            # the same request cannot help.
+            return StorageError(f"{where} refused: {code or status} {e}")
         return ObjectStoreUnavailable(f"{where} failed: {e}")
 
     def ensure_bucket(self) -> None:
@@ -157,7 +176,13 @@ class ObjectStore:
         return data
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
-        """Exactly ``length`` bytes of ``key`` from ``start``."""
+        """Exactly ``length`` bytes of ``key`` from ``start``; a `StorageError` if the
+        object is shorter than that (it is not what the catalog recorded)."""
+        if start < 0 or length < 0:
+            raise ValueError(f"no range of {length} bytes at {start}")
+        if length == 0:
+            # "bytes=n-(n-1)" is not a range: a store would answer with the whole object.
+            return b""
         try:
             answer = self._client.get_object(
                 Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
@@ -207,6 +232,13 @@ class ObjectStore:
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")
+            if not token:
+                # Without it the next request would start over: the collector would
+                # list the same first page for ever.
+                raise StorageError(
+                    f"listing bucket {self.bucket!r} at {self.endpoint}: a truncated page "
+                    "without a continuation token"
+                )
 
     def close(self) -> None:
         self._client.close()
