@@ -46,7 +46,12 @@ from rustka.storage.diskless.catalog import (
 )
 from rustka.storage.diskless.object_cache import ObjectCache
 from rustka.storage.diskless.object_store import ObjectStore
-from rustka.storage.diskless.wal_object import ObjectBuilder, new_object_key
+from rustka.storage.diskless.wal_object import (
+    UPLOADS_PREFIX,
+    ObjectBuilder,
+    new_object_key,
+    object_key_time_ms,
+)
 from rustka.storage.log_append import AppendInfo
 
 __all__ = ["DisklessEngine", "EngineStats", "PartitionWrite"]
@@ -221,7 +226,11 @@ class DisklessEngine:
             self.catalog.forget_objects(unused)
         orphans: list[str] = []
         seen: list[str] = []
-        for key, _size, modified in self.store.list_objects():
+        # Only keys of the uploads' own shape (wal_object.py): a bucket or prefix shared
+        # with anything else never loses that thing's objects.
+        for key, _size, modified in self.store.list_objects(UPLOADS_PREFIX):
+            if object_key_time_ms(key) is None:
+                continue
             if (now - modified * 1000) >= self.orphan_grace_ms:
                 seen.append(key)
             if len(seen) >= limit:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 import uuid
 
-__all__ = ["ObjectBuilder", "new_object_key", "object_key_time_ms"]
+__all__ = ["UPLOADS_PREFIX", "ObjectBuilder", "new_object_key", "object_key_time_ms"]
 
-_PREFIX = "wal/"
+UPLOADS_PREFIX = "wal/"
+"""Every upload's key starts so; the collector looks nowhere else."""
 
 
 def new_object_key(broker_id: int) -> str:
@@ -22,14 +23,14 @@ def new_object_key(broker_id: int) -> str:
     an object young enough to be between its upload and its commit (never an
     orphan yet) from the key alone.
     """
-    return f"{_PREFIX}{int(time.time() * 1000):013d}-{broker_id}-{uuid.uuid4().hex}"
+    return f"{UPLOADS_PREFIX}{int(time.time() * 1000):013d}-{broker_id}-{uuid.uuid4().hex}"
 
 
 def object_key_time_ms(key: str) -> int | None:
     """When the object of ``key`` was made, from the key; None for a foreign key."""
-    if not key.startswith(_PREFIX):
+    if not key.startswith(UPLOADS_PREFIX):
         return None
-    stamp = key[len(_PREFIX) :].split("-", 1)[0]
+    stamp = key[len(UPLOADS_PREFIX) :].split("-", 1)[0]
     return int(stamp) if stamp.isdigit() else None
 
 

@@ -72,6 +72,7 @@ def test_retention_then_collection_delete_unused_objects_and_old_orphans(
     plog.append_many([batch(b"older", ts=50), batch(b"new", ts=10**13)])
     orphan = new_object_key(9)
     engine.store.put_new(orphan, b"uploaded, never committed")
+    engine.store.put_new("backups/someone-elses", b"not the collector's")
     assert plog.enforce_retention(now_ms=10_000) == [0]
     assert plog.log_start_offset == 2
     assert plog.offset_for_timestamp(0) == (2, 10**13)
@@ -80,8 +81,9 @@ def test_retention_then_collection_delete_unused_objects_and_old_orphans(
     assert engine.collect() == (1, 0)  # the orphan is too young to be sure of
     engine.orphan_grace_ms = 0
     assert engine.collect() == (0, 1)
-    keys = [key for key, _, _ in engine.store.list_objects()]
+    keys = [key for key, _, _ in engine.store.list_objects("wal/")]
     assert len(keys) == 1 and engine.catalog.known_objects(keys) == set(keys)
+    assert engine.store.get("backups/someone-elses") == b"not the collector's"
     assert [r.value for r in decode_records(plog.read(2, 100), 0)] == [b"new"]
     record = plog.read_record(2)
     assert record is not None and record.value == b"new"
