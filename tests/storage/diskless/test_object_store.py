@@ -223,3 +223,19 @@ def test_views_upload_their_bytes_and_credentials_can_be_given(s3_bucket: S3Plac
         relay.close()
     with pytest.raises(ValueError):
         ObjectStore("bucket", access_key="only-half")
+
+
+def test_a_store_that_accepts_and_never_answers_times_out_as_unavailable() -> None:
+    # Connections are taken into the listen queue and never read: a hung store.
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as silent:
+        port = silent.getsockname()[1]
+        store = ObjectStore("bucket", endpoint_url=f"http://127.0.0.1:{port}", timeout_s=0.5)
+        try:
+            started = time.monotonic()
+            with pytest.raises(ObjectStoreUnavailable):
+                store.get_range("k", 0, 10)
+            # Two attempts of one 0.5 s read timeout each, plus a retry's backoff.
+            assert time.monotonic() - started < 5
+            assert store.stats.errors == 1 and store.stats.range_gets == 0
+        finally:
+            store.close()
