@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pytest
@@ -40,8 +41,8 @@ class AnswerDropper:
         self._threads: list[threading.Thread] = []
         self._spawn(self._accept)
 
-    def _spawn(self, target: object, *args: socket.socket | bool) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+    def _spawn(self, target: Callable[..., None], *args: socket.socket | bool) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
         with self._lock:
             self._threads.append(thread)
         thread.start()
