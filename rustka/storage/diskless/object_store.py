@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import boto3
-import botocore.session
 from botocore.config import Config as BotoConfig
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from rustka.errors import StorageError
 
@@ -42,6 +41,13 @@ _BUSY = {
     "InternalError",
 }
 """Answers that say "not now" rather than "never": a retry may succeed."""
+
+
+def _retried(e: Exception) -> bool:
+    """Whether the client sent the request more than once before this answer."""
+    if not isinstance(e, ClientError):
+        return False
+    return int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
 
 
 class ObjectStoreUnavailable(StorageError):
@@ -79,20 +85,30 @@ class ObjectStore:
         *,
         endpoint_url: str | None = None,
         region: str = "us-east-1",
+        access_key: str | None = None,
+        secret_key: str | None = None,
         prefix: str = "",
         timeout_s: float = 10.0,
     ) -> None:
+        if (access_key is None) != (secret_key is None):
+            raise ValueError(
+                "give the object store both an access key and a secret key, or neither"
+            )
         self.bucket = bucket
         self.prefix = prefix
         self.endpoint = endpoint_url or f"s3.{region}.amazonaws.com"
         self.stats = ObjectStoreStats()
         self._lock = threading.Lock()
-        session = boto3.session.Session(region_name=region)
-        credentials: dict[str, str] = {}
-        if botocore.session.get_session().get_credentials() is None:
-            # No credentials anywhere: a store without access control (SeaweedFS with
-            # no IAM, a test server) accepts any signature.
-            credentials = {"aws_access_key_id": "rustka", "aws_secret_access_key": "rustka"}
+        session = boto3.session.Session(
+            region_name=region, aws_access_key_id=access_key, aws_secret_access_key=secret_key
+        )
+        if session.get_credentials() is None:
+            # None given and none in the environment: a store without access control
+            # (SeaweedFS with no IAM, a test server) accepts any signature, and an
+            # unsigned request is refused by some stores that would accept it signed.
+            session = boto3.session.Session(
+                region_name=region, aws_access_key_id="rustka", aws_secret_access_key="rustka"
+            )
         self._client = session.client(
             "s3",
             endpoint_url=endpoint_url,
@@ -103,7 +119,6 @@ class ObjectStore:
                 s3={"addressing_style": "path"},
                 max_pool_connections=16,
             ),
-            **credentials,
         )
 
     def _key(self, key: str) -> str:
@@ -117,6 +132,9 @@ class ObjectStore:
     def _failed(self, e: Exception, what: str) -> StorageError:
         self._count(errors=1)
         where = f"{what} in bucket {self.bucket!r} at {self.endpoint}"
+        if isinstance(e, ParamValidationError):
+            # A request boto3 would not send: a bug here, not the store being away.
+            return StorageError(f"{where} refused before sending: {e}")
         if isinstance(e, ClientError):
             code = str(e.response.get("Error", {}).get("Code", ""))
             status = str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
@@ -155,16 +173,30 @@ class ObjectStore:
         except BotoCoreError as e:
             raise self._failed(e, "creating the bucket") from e
 
-    def put_new(self, key: str, data: bytes) -> None:
+    def put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
         """Create ``key`` with ``data``; `ObjectExists` if it is taken (If-None-Match: *),
-        so a retried upload never overwrites an object another broker made."""
+        so a retried upload never overwrites an object another broker made.
+
+        An attempt whose answer was lost may have stored the object all the same: the
+        client's own retry then finds the key taken. The object is ours if it holds
+        exactly ``data`` (keys are unique per upload), so that is a success, not a
+        failed upload that would leave an orphan and fail the produce."""
+        body = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # boto3 takes no views
         try:
             self._client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
+                Bucket=self.bucket, Key=self._key(key), Body=body, IfNoneMatch="*"
             )
         except (ClientError, BotoCoreError) as e:
-            raise self._failed(e, f"uploading {key}") from e
-        self._count(puts=1, bytes_up=len(data))
+            failure = self._failed(e, f"uploading {key}")
+            if not (isinstance(failure, ObjectExists) and _retried(e) and self._holds(key, body)):
+                raise failure from e
+        self._count(puts=1, bytes_up=len(body))
+
+    def _holds(self, key: str, data: bytes | bytearray) -> bool:
+        try:
+            return self.get(key) == data
+        except StorageError:
+            return False
 
     def get(self, key: str) -> bytes:
         try:
