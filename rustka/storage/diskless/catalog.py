@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -145,6 +145,12 @@ class Catalog:
         except psycopg.InterfaceError as e:
             raise CatalogUnavailable(f"the diskless catalog connection broke: {e}") from e
 
+    def session(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """One transaction for the catalog's neighbours (cluster membership, shared group
+        offsets), with the same mapping of connection trouble to `CatalogUnavailable`."""
+        self.round_trips += 1
+        return self._transaction()
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.round_trips += 1
         with self._transaction() as conn:
@@ -176,6 +182,16 @@ class Catalog:
         self.round_trips += 1
         try:
             with self._transaction() as conn:
+                # The same lock a broker takes to publish a local topic (membership.py):
+                # one name is never both a diskless topic and a broker's local one.
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+                holder = conn.execute(
+                    "SELECT broker_id FROM local_topics WHERE name = %s", (name,)
+                ).fetchone()
+                if holder is not None:
+                    raise TopicExists(
+                        f"topic {name!r} already exists as a local topic of broker {holder[0]}"
+                    )
                 row = conn.execute(
                     "INSERT INTO topics (name, partitions, configs) VALUES (%s, %s, %s) "
                     "RETURNING topic_id",
@@ -240,6 +256,8 @@ class Catalog:
             )
             conn.execute("DELETE FROM batches WHERE topic_id = %s", (row[0],))
             conn.execute("DELETE FROM topics WHERE topic_id = %s", (row[0],))
+            # A topic created again under this name starts with no group positions.
+            conn.execute("DELETE FROM group_offsets WHERE topic = %s", (name,))
 
     # -- produce -------------------------------------------------------------------------
 
