@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from psycopg import errors as pg_errors
+import psycopg
 
 from rustka.errors import StorageError, TopicExists
 from rustka.storage.diskless.catalog import Catalog
@@ -146,7 +146,7 @@ class Membership:
                 local = conn.execute(
                     "SELECT name, broker_id, partitions FROM local_topics"
                 ).fetchall()
-        except pg_errors.RaiseException as e:
+        except psycopg.DatabaseError as e:
             if e.sqlstate == _TAKEN:
                 raise BrokerIdTaken(str(e.diag.message_primary)) from e
             raise
