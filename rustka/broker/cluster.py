@@ -148,6 +148,12 @@ class ClusterMember:
             return None
         return view.broker(held[0])
 
+    def shared_cluster_id(self, proposed: str) -> str:
+        """Blocking, on the pool: the cluster's id from the catalog."""
+        return Membership(self._catalog, self.broker_id, "", 0, lease_ms=self.lease_ms).cluster_id(
+            proposed
+        )
+
     def diskless_leaders(self, topic: str, count: int) -> list[int]:
         """The leader Metadata names for each partition of a diskless topic."""
         live = [b.broker_id for b in self.brokers()]

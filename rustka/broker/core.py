@@ -380,6 +380,12 @@ class Broker:
         held = None if view is None else view.local_topics.get(name)
         return 0 if held is None else held[1]
 
+    @property
+    def shared_cluster_id(self) -> Callable[[str], str] | None:
+        """A cluster's brokers all name the id the catalog keeps (`Identity.cluster_id`)."""
+        cluster = self.cluster
+        return None if cluster is None else cluster.shared_cluster_id
+
     def coordinates_groups(self) -> bool:
         """Whether group requests are served here (in a cluster, by the role's holder)."""
         return self.cluster is None or self.cluster.coordinates_groups()

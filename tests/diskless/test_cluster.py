@@ -26,9 +26,7 @@ LEASE_MS = 2000
 
 async def cluster_of_two(tmp_path: Path, dsn: str, place: S3Place) -> list[RunningBroker]:
     settings = diskless_settings(dsn, place, cluster_lease_ms=LEASE_MS)
-    brokers = [
-        await start_broker(tmp_path / f"b{i}", **settings, broker_id=i) for i in (1, 2)
-    ]
+    brokers = [await start_broker(tmp_path / f"b{i}", **settings, broker_id=i) for i in (1, 2)]
     await reactor_turns(
         lambda: all(
             b.broker.cluster is not None
@@ -70,8 +68,11 @@ async def test_metadata_from_either_broker_names_both_and_who_leads_what(
         assert again is not None and "already exists" in again
         # Each broker learns of the other's topics on its next refresh and heartbeat.
         await reactor_turns(
-            lambda: "spread" in one.broker.topics
-            and "kept" in (two.broker.cluster.view.local_topics if two.broker.cluster.view else {}),
+            lambda: (
+                "spread" in one.broker.topics
+                and "kept"
+                in (two.broker.cluster.view.local_topics if two.broker.cluster.view else {})
+            ),
             30,
         )
         ports = {1: one.port, 2: two.port}
@@ -106,13 +107,14 @@ async def test_metadata_from_either_broker_names_both_and_who_leads_what(
 
 class GroupMember:
     """A confluent-kafka consumer of a group in a thread: records what it consumed
-    and commits each record synchronously before taking the next."""
+    and commits each record synchronously before taking the next (at least once)."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
         self.consumed: list[tuple[int, int, bytes]] = []
         self.assigned: set[int] = set()
         self.errors: list[str] = []
+        self.commit_errors: list[str] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -148,13 +150,14 @@ class GroupMember:
                 if msg.error():
                     self.errors.append(str(msg.error()))
                     continue
-                while True:
-                    try:
-                        consumer.commit(message=msg, asynchronous=False)
-                        break
-                    except Exception as e:  # retried until the coordinator takes it
-                        if self.stopping.is_set():
-                            raise AssertionError(f"commit never taken: {e}") from e
+                try:
+                    consumer.commit(message=msg, asynchronous=False)
+                except Exception as e:
+                    # A commit refused while the group rebalances (or its coordinator
+                    # moves) is not retried: polling is what lets the member rejoin, and
+                    # the record comes again to whoever owns the partition next.
+                    with self.lock:
+                        self.commit_errors.append(str(e))
                 with self.lock:
                     self.consumed.append((msg.partition(), msg.offset(), msg.value()))
         finally:

@@ -288,3 +288,10 @@ BEGIN
         WHERE l.lease_until >= clock_timestamp();
 END
 $$;
+
+-- The cluster's id, the same from every broker (Kafka clients refuse a cluster whose
+-- brokers name different ids). One row.
+CREATE TABLE IF NOT EXISTS cluster (
+    only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    cluster_id text NOT NULL
+);

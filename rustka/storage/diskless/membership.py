@@ -227,6 +227,17 @@ class Membership:
         self._published = {n: c for n, c in topics.items() if n not in clashes}
         return clashes
 
+    def cluster_id(self, proposed: str) -> str:
+        """The cluster's id: the first broker to ask stores ``proposed``, and every broker
+        answers what is stored."""
+        with self.catalog.session() as conn:
+            conn.execute(
+                "INSERT INTO cluster (cluster_id) VALUES (%s) ON CONFLICT DO NOTHING", (proposed,)
+            )
+            row = conn.execute("SELECT cluster_id FROM cluster").fetchone()
+        assert row is not None
+        return str(row[0])
+
     def leave(self) -> None:
         """On a clean stop: give up the id and every role now, so the others need not wait
         for the leases to run out."""
