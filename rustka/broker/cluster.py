@@ -26,8 +26,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from rustka.broker.access import Access
 from rustka.broker.coordinator import GroupCoordinator
 from rustka.broker.lanes import IOPool
+from rustka.security.acl_store import encode_acls
+from rustka.security.credentials import CredentialStore
 from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.group_offsets import GroupOffsets
 from rustka.storage.diskless.membership import (
@@ -38,12 +41,16 @@ from rustka.storage.diskless.membership import (
     Membership,
     leader_for,
 )
+from rustka.storage.diskless.shared_documents import SharedDocuments
 from rustka.storage.offsets import OffsetsStore
 
 __all__ = ["INCARNATION_FILE", "ClusterMember"]
 
 INCARNATION_FILE = "cluster.incarnation"
 """In the data dir: the last run's incarnation, so a restart takes its id back at once."""
+ACLS = "acls"
+CREDENTIALS = "credentials"
+"""The shared documents' names in the catalog (rustka/storage/diskless/shared_documents.py)."""
 _MARGIN = 0.8
 """The share of the lease a broker counts on after a beat was sent (clock-rate drift
 between this machine and the database's is far below the rest)."""
@@ -63,6 +70,7 @@ class ClusterMember:
         groups: GroupCoordinator,
         offsets: OffsetsStore,
         local_topics: Callable[[], dict[str, int]],
+        access: Access | None = None,
     ) -> None:
         self.broker_id: int = config.broker_id
         self.lease_ms: int = config.cluster_lease_ms
@@ -86,6 +94,18 @@ class ClusterMember:
         self.clashes: list[str] = []
         offsets.mirror = GroupOffsets(catalog)
         groups.coordinating = self.coordinates_groups
+        self._documents = SharedDocuments(catalog)
+        self._versions: dict[str, int] = {}
+        self._access = access if access is not None and access.enabled else None
+        if self._access is not None:
+            self._access.shared = lambda: self._documents.changing(ACLS)
+        self.credentials: CredentialStore | None = None
+
+    def share_credentials(self, store: CredentialStore) -> None:
+        """The SCRAM credentials are the cluster's: changed in the catalog, installed here
+        when another broker changes them (before `join`)."""
+        self.credentials = store
+        store.shared = lambda: self._documents.changing(CREDENTIALS)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -170,16 +190,59 @@ class ClusterMember:
         sent = self._clock.seconds()
         topics = self._local_topics()
 
-        def beat() -> tuple[ClusterView, list[str]]:
+        first = self.view is None
+
+        def beat() -> tuple[ClusterView, list[str], bytes | None]:
             view = membership.heartbeat([COORDINATOR_ROLE])
-            return view, membership.publish_local_topics(topics)
+            clashes = membership.publish_local_topics(topics)
+            if first:
+                self._seed_documents()
+            return view, clashes, self._sync_documents()
 
         d = self._io.run(beat)
         d.addCallbacks(self._beaten, self._failed, callbackArgs=(sent,))
         return d
 
-    def _beaten(self, result: tuple[ClusterView, list[str]], sent: float) -> None:
-        view, clashes = result
+    def _seed_documents(self) -> None:
+        """On the pool, at the first beat: a cluster that keeps no ACLs or credentials yet
+        starts from this broker's (a single broker turned into a cluster keeps them)."""
+        sources: list[tuple[str, Callable[[], bytes]]] = []
+        access = self._access
+        if access is not None and access.authorizer is not None:
+            authorizer = access.authorizer
+            sources.append((ACLS, lambda: encode_acls(authorizer.acls)))
+        if self.credentials is not None:
+            sources.append((CREDENTIALS, self.credentials.encoded))
+        for name, encoded in sources:
+            with self._documents.changing(name) as draft:
+                if draft.body is None:
+                    draft.body = encoded()
+
+    def _sync_documents(self) -> bytes | None:
+        """On the pool: what changed in the catalog since the last beat. Credentials are
+        installed here and then; the ACLs' bytes go back to the reactor (their changes
+        are ordered there)."""
+        versions = self._documents.versions()
+        acls = None
+        for name, version in versions.items():
+            if self._versions.get(name) == version:
+                continue
+            draft = self._documents.read(name)
+            if draft.body is None:
+                continue
+            if name == CREDENTIALS and self.credentials is not None:
+                self.credentials.install(draft.body)
+            elif name == ACLS and self._access is not None:
+                acls = draft.body
+            self._versions[name] = draft.version
+        return acls
+
+    def _beaten(self, result: tuple[ClusterView, list[str], bytes | None], sent: float) -> None:
+        view, clashes, acls = result
+        if acls is not None and self._access is not None:
+            self._access.install(acls).addErrback(
+                lambda f: self.log.failure("installing the cluster's ACLs", f)
+            )
         self._deadline = sent + self.lease_ms / 1000 * _MARGIN
         previous = self.view
         self.view = view

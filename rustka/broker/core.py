@@ -312,6 +312,7 @@ class Broker:
                 self.groups,
                 self.offsets,
                 self._local_topic_counts,
+                self.access,
             )
             for name in self.logs.diskless_clashes:
                 self.log.error(

@@ -264,6 +264,8 @@ def _join_cluster(top: BrokerTree, config: Config) -> defer.Deferred[Any] | None
         return None
 
     def bound(port: Any) -> defer.Deferred[None]:
+        if top.broker.cluster is not None:
+            top.broker.cluster.share_credentials(top.authenticator.store)
         address = port.getHost()
         host = config.advertised_host or getattr(address, "host", "") or "127.0.0.1"
         if host in ("0.0.0.0", "::"):

@@ -295,3 +295,12 @@ CREATE TABLE IF NOT EXISTS cluster (
     only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     cluster_id text NOT NULL
 );
+
+-- Documents every broker of a cluster shares, each written whole under its row's lock
+-- ('acls', 'credentials': the same encodings as the single broker's files); the
+-- version rises with each change, so brokers see a change on their next heartbeat.
+CREATE TABLE IF NOT EXISTS cluster_documents (
+    name    text PRIMARY KEY,
+    version bigint NOT NULL,
+    body    bytea NOT NULL
+);
