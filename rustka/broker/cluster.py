@@ -91,6 +91,8 @@ class ClusterMember:
         self.role_changes = 0
         """Times the coordinator role reached or left this broker (a metric)."""
         self.beats_failed = 0
+        self.live_changes = 0
+        """Times the live brokers' set changed, this broker's joining included (a metric)."""
         self.clashes: list[str] = []
         offsets.mirror = GroupOffsets(catalog)
         groups.coordinating = self.coordinates_groups
@@ -247,6 +249,7 @@ class ClusterMember:
         previous = self.view
         self.view = view
         if previous is None or previous.live_ids != view.live_ids:
+            self.live_changes += 1
             self.log.info("cluster: live brokers {ids}", ids=list(view.live_ids))
         for name in clashes:
             if name not in self.clashes:

@@ -100,9 +100,47 @@ async def test_metadata_from_either_broker_names_both_and_who_leads_what(
         assert local == [(0, i) for i in range(5)]
         assert one.broker.topics["kept"].partitions[0].end_offset == 5
         assert "kept" not in two.broker.topics
+        # The console's broker view and the metrics say the same from broker 2.
+        rows = await console_brokers(two)
+        assert [(r["node_id"], r["address"], r["this"]) for r in rows] == [
+            (1, one.address, False),
+            (2, two.address, True),
+        ]
+        assert sum(r["coordinator"] for r in rows) == 1
+        assert sum(r["leads"] for r in rows) == 6 + 2 and rows[0]["leads"] >= 2
+        metrics = cluster_metrics(two)
+        assert metrics["rustka_cluster_live_brokers"] == 2
+        assert (
+            metrics["rustka_cluster_group_coordinator"]
+            + cluster_metrics(one)["rustka_cluster_group_coordinator"]
+            == 1
+        )
     finally:
         await two.stop()
         await one.stop()
+
+
+async def console_brokers(running: RunningBroker) -> list[dict[str, Any]]:
+    from twisted.internet import reactor
+
+    from rustka.ops.console.api import ReadApi
+    from rustka.ops.console.rates import RateSampler
+
+    top = running.top
+    api = ReadApi(top.broker, top.factory, top.kafka_factory, RateSampler(top.broker, reactor), 0.0)
+    return (await api.overview())["brokers"]
+
+
+def cluster_metrics(running: RunningBroker) -> dict[str, float]:
+    from rustka.ops.metrics import BrokerCollector
+
+    top = running.top
+    collector = BrokerCollector(top.broker, top.factory, top.broker_service.io, top.kafka_factory)
+    return {
+        family.name: family.samples[0].value
+        for family in collector.collect()
+        if family.name.startswith("rustka_cluster_") and family.samples
+    }
 
 
 class GroupMember:
