@@ -207,13 +207,14 @@ class ClusterMember:
 
     def _seed_documents(self) -> None:
         """On the pool, at the first beat: a cluster that keeps no ACLs or credentials yet
-        starts from this broker's (a single broker turned into a cluster keeps them)."""
+        starts from this broker's, if it has any (a single broker turned into a cluster
+        keeps them)."""
         sources: list[tuple[str, Callable[[], bytes]]] = []
         access = self._access
-        if access is not None and access.authorizer is not None:
+        if access is not None and access.authorizer is not None and access.authorizer.acls:
             authorizer = access.authorizer
             sources.append((ACLS, lambda: encode_acls(authorizer.acls)))
-        if self.credentials is not None:
+        if self.credentials is not None and self.credentials.users():
             sources.append((CREDENTIALS, self.credentials.encoded))
         for name, encoded in sources:
             with self._documents.changing(name) as draft:

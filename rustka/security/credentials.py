@@ -258,7 +258,8 @@ class CredentialStore:
     def install(self, data: bytes) -> None:
         """Take ``data`` (the cluster's copy, in the file's encoding) as the users: written
         to the file under the writers' lock, then read as any change of the file is."""
-        decode_credentials(data)
+        if not decode_credentials(data) and not self.path.exists():
+            return  # no users anywhere: no file to make
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.path.with_name(self.path.name + ".lock")
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), MODE)
