@@ -95,6 +95,7 @@ from rustka.config import APPEND, DELETE, SET, SUBTRACT, Config, ConfigEntry, Co
 from rustka.errors import (
     BrokerUnavailable,
     CorruptBatch,
+    HeldElsewhere,
     InvalidName,
     OffsetOutOfRange,
     PolicyViolation,
@@ -528,8 +529,17 @@ class Broker:
         validate_topic(name)
         topic = logs.topics.get(name)
         if topic is None or name in self.deleting:
+            self.check_not_held_elsewhere(name)
             raise UnknownTopic(f"unknown topic {name!r}")
         return topic
+
+    def check_not_held_elsewhere(self, name: str) -> None:
+        """In a cluster, a topic this broker does not have may be another broker's local
+        topic: `HeldElsewhere` then, never "unknown" (nor created here by a produce)."""
+        view = None if self.cluster is None else self.cluster.view
+        held = None if view is None else view.local_topics.get(name)
+        if held is not None and held[0] != self.node_id:
+            raise HeldElsewhere(f"topic {name!r} is a local topic of broker {held[0]}")
 
     def partition(self, topic_name: str, partition: int) -> PartitionStore:
         topic = self.topic(topic_name)

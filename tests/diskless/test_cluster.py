@@ -14,6 +14,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import threads
 
+from rustka.errors import HeldElsewhere
 from tests.conftest import RunningBroker, reactor_turns, start_broker, within
 from tests.diskless.test_diskless_clients import create_topic, diskless_settings
 from tests.kafka import real_clients as rc
@@ -100,6 +101,11 @@ async def test_metadata_from_either_broker_names_both_and_who_leads_what(
         assert local == [(0, i) for i in range(5)]
         assert one.broker.topics["kept"].partitions[0].end_offset == 5
         assert "kept" not in two.broker.topics
+        # Asked directly, broker 2 sends a client of "kept" elsewhere, never creates it.
+        with pytest.raises(HeldElsewhere, match="local topic of broker 1"):
+            two.broker.topic("kept")
+        with pytest.raises(HeldElsewhere):
+            two.broker.auto_create_topic("kept")
         # The console's broker view and the metrics say the same from broker 2.
         rows = await console_brokers(two)
         assert [(r["node_id"], r["address"], r["this"]) for r in rows] == [

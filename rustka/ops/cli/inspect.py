@@ -45,12 +45,20 @@ def add_parsers(sub: Any) -> None:
         "time index, recovery point and the offsets log of DATA_DIR without changing a byte. "
         "Lists each problem with its file and byte position; exits 1 if there is any.",
     )
-    check.add_argument("data_dir", metavar="DATA_DIR")
+    check.add_argument("data_dir", metavar="DATA_DIR", nargs="?")
+    check.add_argument(
+        "--cluster",
+        metavar="CONFIG",
+        help="instead, verify the diskless catalog and bucket a broker's config file names: "
+        "every row against its object (read only)",
+    )
     check.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """Nothing beyond argparse: a bad path is reported by run()."""
+    """A data dir or a cluster to check (a bad path is reported by run())."""
+    if args.command == "check" and (args.data_dir is None) == (args.cluster is None):
+        parser.error("check: give DATA_DIR or --cluster CONFIG")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -68,6 +76,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         else:
             out.write(format_dump(result) + "\n")
         return EXIT_PROBLEMS if result.get("problems") else EXIT_OK
+    if args.cluster is not None:
+        return _check_cluster(args, out, err)
     report = check_data_dir(Path(args.data_dir), topic_config_problem)
     if Path(args.data_dir).is_dir():
         _check_security_files(Path(args.data_dir), report)
@@ -81,6 +91,57 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             out.write(f"note: {note}\n")
         verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
         out.write(f"checked {report.files_checked} files: {verdict}\n")
+    return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def _check_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`rustka check --cluster CONFIG`: the catalog's rows against the bucket's objects
+    (`rustka.storage.diskless.verify`), with the config file's diskless settings."""
+    try:
+        config = Config.from_file(args.cluster)
+    except (OSError, ConfigError) as e:
+        err.write(f"rustka: {e}\n")
+        return EXIT_USAGE
+    if not config.diskless_configured:
+        err.write(f"rustka: {args.cluster} names no diskless catalog and bucket\n")
+        return EXIT_USAGE
+    from rustka.errors import StorageError
+    from rustka.storage.diskless.catalog import Catalog
+    from rustka.storage.diskless.object_store import ObjectStore
+    from rustka.storage.diskless.verify import verify_cluster
+
+    assert config.diskless_dsn is not None and config.diskless_bucket is not None
+    try:
+        catalog = Catalog(config.diskless_dsn)
+        try:
+            store = ObjectStore(
+                config.diskless_bucket,
+                endpoint_url=config.diskless_s3_endpoint,
+                region=config.diskless_s3_region,
+                prefix=config.diskless_prefix,
+            )
+            try:
+                report = verify_cluster(catalog, store)
+            finally:
+                store.close()
+        finally:
+            catalog.close()
+    except StorageError as e:
+        err.write(f"rustka: {e}\n")
+        return EXIT_USAGE
+    if args.json:
+        json.dump(report.as_json(), out, indent=1)
+        out.write("\n")
+    else:
+        for problem in report.problems:
+            out.write(f"problem: {problem}\n")
+        for note in report.notes:
+            out.write(f"note: {note}\n")
+        verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
+        out.write(
+            f"checked {report.partitions} partitions, {report.rows} rows, "
+            f"{report.objects} objects: {verdict}\n"
+        )
     return EXIT_PROBLEMS if report.problems else EXIT_OK
 
 
