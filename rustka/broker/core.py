@@ -533,6 +533,15 @@ class Broker:
             raise UnknownTopic(f"unknown topic {name!r}")
         return topic
 
+    def discover_topic(self, name: str) -> defer.Deferred[Topic | None]:
+        """The topic ``name`` if this broker has it or, with a catalog, if another broker
+        created it as a diskless topic since this broker's last refresh (read now)."""
+        logs = self.check_open()
+        topic = logs.topics.get(name)
+        if topic is not None or logs.diskless is None or name in self.deleting:
+            return defer.succeed(None if name in self.deleting else topic)
+        return self._run(logs.discover, name)
+
     def check_not_held_elsewhere(self, name: str) -> None:
         """In a cluster, a topic this broker does not have may be another broker's local
         topic: `HeldElsewhere` then, never "unknown" (nor created here by a produce)."""

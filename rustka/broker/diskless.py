@@ -127,7 +127,8 @@ class DisklessSide:
         if registry is None:
             return defer.succeed(None)
         d = self._io.run(registry.refresh, self._logs.topics)
-        d.addCallbacks(self._refreshed, self._failed, errbackArgs=("refresh",))
+        # A failure applying what was read is logged like one reading it: the loop goes on.
+        d.addCallback(self._refreshed).addErrback(self._failed, "refresh")
         return d
 
     def _refreshed(self, found: Refreshed) -> None:

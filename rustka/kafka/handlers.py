@@ -112,6 +112,11 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
         topics: list[Body] = []
         for name in sorted(leaders) if names is None else names:
             found = leaders.get(name)
+            if found is None and broker.cluster is not None and _valid_topic_name(name):
+                # Created as a diskless topic on another broker a moment ago?
+                discovered = await broker.discover_topic(name)
+                if discovered is not None:
+                    found = cluster.leaders([discovered])[name]
             if found is None and allow_create and broker.config.auto_create_topics:
                 try:
                     topic = await broker.auto_create_topic(name)

@@ -138,15 +138,33 @@ class LogManager:
         return topic
 
     def get_or_create(self, name: str, partition_count: int) -> Topic:
-        """The topic ``name``, created with ``partition_count`` partitions on first use."""
+        """The topic ``name``, created with ``partition_count`` partitions on first use
+        (a diskless topic another broker created a moment ago is opened, not created)."""
         topic = self.topics.get(name)
         if topic is not None:
             return topic
         with self._lock:
-            topic = self.topics.get(name)
+            topic = self.topics.get(name) or self._discover_locked(name)
             if topic is None:
                 topic = self._create_locked(name, partition_count)
             return topic
+
+    def discover(self, name: str) -> Topic | None:
+        """The topic ``name``: open here, or a diskless topic the catalog defines that this
+        broker's refresh has not brought yet (blocking: one catalog read)."""
+        topic = self.topics.get(name)
+        if topic is not None or self.diskless is None:
+            return topic
+        with self._lock:
+            return self.topics.get(name) or self._discover_locked(name)
+
+    def _discover_locked(self, name: str) -> Topic | None:
+        if self.diskless is None:
+            return None
+        found = self.diskless.load(only=name).get(name)
+        if found is not None:
+            self.topics[name] = found
+        return found
 
     def create_topic(
         self, name: str, partition_count: int, overrides: Mapping[str, str] | None = None

@@ -66,12 +66,18 @@ class DisklessTopics:
         self.engine = engine
         self.resolve = resolve
 
-    def load(self) -> dict[str, DisklessTopic]:
-        """Open every topic the catalog defines, with its partitions' bounds (blocking)."""
+    def load(self, only: str | None = None) -> dict[str, DisklessTopic]:
+        """Open every topic the catalog defines (or only the one named), with its
+        partitions' bounds (blocking)."""
         catalog = self.engine.catalog
+        rows = catalog.topics()
+        if only is not None:
+            rows = {only: rows[only]} if only in rows else {}
+            if not rows:
+                return {}
         bounds = catalog.all_bounds()
         topics: dict[str, DisklessTopic] = {}
-        for name, row in catalog.topics().items():
+        for name, row in rows.items():
             config = self.resolve(row.configs)
             partitions = [
                 DisklessPartition(self.engine, name, i, config, bounds.get((name, i), (0, 0)))

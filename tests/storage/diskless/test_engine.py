@@ -155,3 +155,28 @@ def test_a_topic_created_here_while_the_catalog_is_read_is_not_taken_for_deleted
     assert found.gone == [] and "late" in topics
     engine.catalog.topics = catalog_topics  # type: ignore[method-assign]
     assert registry.refresh(topics).gone == []
+
+
+def test_a_topic_another_broker_just_created_is_found_not_created_again(
+    engine: DisklessEngine, tmp_path: Path
+) -> None:
+    """Between two refreshes a broker is asked for a diskless topic another broker has
+    just created: it opens it from the catalog (Metadata, auto-creation) instead of
+    answering unknown or trying to create it."""
+    from rustka.storage.log_manager import LogManager
+
+    def resolve(overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig(diskless_enable=True)
+
+    logs = LogManager.open(tmp_path / "data", LogConfig(), resolve=resolve)
+    try:
+        logs.diskless = DisklessTopics(engine, resolve)
+        assert logs.discover("fresh") is None
+        DisklessTopics(engine, resolve).create("fresh", 3, {"diskless.enable": "true"})
+        found = logs.discover("fresh")
+        assert found is not None and found.partition_count == 3
+        assert logs.topics["fresh"] is found
+        DisklessTopics(engine, resolve).create("other", 2, {"diskless.enable": "true"})
+        assert logs.get_or_create("other", 1).partition_count == 2
+    finally:
+        logs.close()
