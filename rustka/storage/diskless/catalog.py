@@ -421,3 +421,59 @@ class Catalog:
             "SELECT object_key FROM objects WHERE object_key = ANY(%s)", (list(keys),)
         )
         return {key for (key,) in rows}
+
+    # -- verification (`rustka check`, docs/diskless.md; reads only) -----------------------
+
+    def verification_snapshot(self, timeout_s: float = 300.0) -> dict[str, list[tuple[Any, ...]]]:
+        """Every topic, partition, object and payload row, read in one read-only
+        REPEATABLE READ transaction, so a check of a live cluster compares rows that were
+        true together. Rows as tuples, keyed "topics" (name, partitions), "partitions"
+        (topic, partition, log start, high watermark, size), "objects" (key, size, used
+        bytes, created ms) and "batches" (topic, partition, base offset, last offset,
+        object key, byte offset, byte size, max timestamp, producer id, producer epoch,
+        base sequence), each in key order. ``timeout_s`` replaces the broker's short
+        statement timeout: a large catalog takes longer than a commit."""
+        self.round_trips += 1
+        try:
+            with self._transaction() as conn:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                conn.execute(
+                    "SELECT set_config('statement_timeout', %s, true)",
+                    (str(int(timeout_s * 1000)),),
+                )
+                return {
+                    "topics": conn.execute(
+                        "SELECT name, partitions FROM topics ORDER BY name"
+                    ).fetchall(),
+                    "partitions": conn.execute(
+                        "SELECT t.name, p.partition, p.log_start_offset, p.high_watermark, "
+                        "p.size_bytes FROM partitions p JOIN topics t USING (topic_id) "
+                        "ORDER BY t.name, p.partition"
+                    ).fetchall(),
+                    "objects": conn.execute(
+                        "SELECT object_key, size, used_bytes, created_ms FROM objects "
+                        "ORDER BY object_key"
+                    ).fetchall(),
+                    "batches": conn.execute(
+                        "SELECT t.name, b.partition, b.base_offset, b.last_offset, "
+                        "o.object_key, b.byte_offset, b.byte_size, b.max_timestamp, "
+                        "b.producer_id, b.producer_epoch, b.base_sequence "
+                        "FROM batches b JOIN topics t USING (topic_id) "
+                        "JOIN objects o USING (object_id) "
+                        "ORDER BY t.name, b.partition, b.base_offset"
+                    ).fetchall(),
+                }
+        except pg_errors.UndefinedTable as e:
+            raise StorageError(
+                "this database holds no diskless catalog (no broker configured for "
+                f"diskless topics has started on it): {e}"
+            ) from e
+
+    def objects_in_use(self, keys: Sequence[str]) -> set[str]:
+        """Which of these objects some payload row points into now."""
+        rows = self._query(
+            "SELECT DISTINCT o.object_key FROM objects o JOIN batches b USING (object_id) "
+            "WHERE o.object_key = ANY(%s)",
+            (list(keys),),
+        )
+        return {key for (key,) in rows}
