@@ -1,0 +1,117 @@
+"""The three-broker cluster examples (etc/cluster/, systemd/rustka@.service) load as a
+broker loads them, agree on the cluster, differ in each broker's own settings, and fit
+the systemd template that runs them."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rustka.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "etc" / "cluster"
+TEMPLATE = ROOT / "systemd" / "rustka@.service"
+BROKERS = (1, 2, 3)
+SHARED = (
+    "diskless_dsn",
+    "diskless_bucket",
+    "diskless_s3_endpoint",
+    "diskless_s3_region",
+    "diskless_prefix",
+)
+OWN = ("broker_id", "data_dir", "listen", "advertised_host", "advertised_port", "metrics")
+
+
+def broker(n: int) -> Config:
+    return Config.from_file(CLUSTER / f"broker-{n}.toml")
+
+
+def unit_of(n: int) -> dict[str, list[str]]:
+    """The [Service] settings of instance rustka@n (%i expanded), repeated keys kept."""
+    found: dict[str, list[str]] = {}
+    section = ""
+    for raw in TEMPLATE.read_text().replace("%i", str(n)).splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "Service":
+            key, _, value = line.partition("=")
+            found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+def test_the_example_configs_are_one_cluster_of_three_brokers() -> None:
+    configs = {n: broker(n) for n in BROKERS}
+    assert sorted(p.name for p in CLUSTER.glob("*.toml")) == [f"broker-{n}.toml" for n in BROKERS]
+    for n, config in configs.items():
+        assert config.broker_id == n
+        assert config.diskless_configured, n
+    for key in SHARED:
+        assert len({getattr(c, key) for c in configs.values()}) == 1, key
+    for key in OWN:
+        values = [getattr(c, key) for c in configs.values()]
+        assert len({repr(v) for v in values}) == len(BROKERS), (key, values)
+    ports = [c.listen[0].split(":")[1] for c in configs.values()]
+    assert ports == [str(c.advertised_port) for c in configs.values()]
+    # Nothing else differs: a setting added to one file only is a mistake.
+    others = set(Config.__dataclass_fields__) - set(OWN)
+    for key in others:
+        assert len({repr(getattr(c, key)) for c in configs.values()}) == 1, key
+
+
+def test_the_template_runs_each_broker_with_its_config_and_its_data_dir() -> None:
+    for n in BROKERS:
+        service = unit_of(n)
+        command = shlex.split(service["ExecStart"][-1])
+        assert command[command.index("rustka") + 1 :] == [
+            "--config",
+            f"/etc/rustka/broker-{n}.toml",
+        ]
+        assert "--nodaemon" in command and "--pidfile=" in command
+        data_dir = broker(n).data_dir
+        assert service["ReadWritePaths"] == service["WorkingDirectory"] == [data_dir]
+        assert service["StateDirectory"] == [data_dir.removeprefix("/var/lib/")]
+        assert service["Type"] == ["notify"] and service["User"] == ["rustka"]
+
+
+@pytest.mark.system
+def test_the_template_verifies_without_a_message_and_is_hardened(tmp_path: Path) -> None:
+    """systemd-analyze accepts instance rustka@2 silently and scores it as exposed as
+    little as the single broker's unit."""
+    distro = next(
+        (d for d in (Path("/usr/lib/systemd/system"), Path("/lib/systemd/system")) if d.is_dir()),
+        None,
+    )
+    assert distro is not None, "systemd's unit directory is missing; install systemd"
+    root = tmp_path / "root"
+    shutil.copytree(distro, root / "usr/lib/systemd/system", symlinks=True)
+    stub = root / shlex.split(unit_of(2)["ExecStart"][-1])[0].lstrip("/")
+    stub.parent.mkdir(parents=True)
+    stub.write_text("#!/bin/sh\n")
+    stub.chmod(0o755)
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    shutil.copy(TEMPLATE, units / TEMPLATE.name)
+
+    def analyze(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["systemd-analyze", *args, f"--root={root}", "rustka@2.service"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    verified = analyze("verify")
+    assert (verified.returncode, verified.stdout, verified.stderr) == (0, "", "")
+    security = analyze("security", "--offline=true")
+    line = [x for x in security.stdout.splitlines() if "Overall exposure level" in x]
+    assert line and float(line[0].split(": ")[1].split()[0]) <= 2.0, security.stdout
+    (units / TEMPLATE.name).write_text(TEMPLATE.read_text().replace("Type=", "Tpye="))
+    assert "Unknown key 'Tpye'" in analyze("verify").stderr
