@@ -81,6 +81,28 @@ def test_the_template_runs_each_broker_with_its_config_and_its_data_dir() -> Non
         assert service["Type"] == ["notify"] and service["User"] == ["rustka"]
 
 
+def test_the_template_is_hardened_exactly_as_the_single_brokers_unit() -> None:
+    """Two copies of the hardening cannot drift: every [Service] line of
+    systemd/rustka.service is in the template, but for what names the broker's files."""
+    own = {"ExecStart", "WorkingDirectory", "StateDirectory", "ReadWritePaths"}
+    single: dict[str, list[str]] = {}
+    section = ""
+    for raw in (ROOT / "systemd" / "rustka.service").read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "Service" and line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            single.setdefault(key.strip(), []).append(value.strip())
+    template = unit_of(1)
+    assert {k: v for k, v in template.items() if k not in own | {"EnvironmentFile"}} == {
+        k: v for k, v in single.items() if k not in own
+    }
+    mine, theirs = shlex.split(template["ExecStart"][0]), shlex.split(single["ExecStart"][0])
+    # The same twistd with the same options; only the plugin's arguments differ.
+    assert mine[: mine.index("rustka") + 1] == theirs[: theirs.index("rustka") + 1]
+
+
 @pytest.mark.system
 def test_the_template_verifies_without_a_message_and_is_hardened(tmp_path: Path) -> None:
     """systemd-analyze accepts instance rustka@2 silently and scores it as exposed as
