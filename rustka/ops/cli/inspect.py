@@ -70,7 +70,8 @@ def add_parsers(sub: Any) -> None:
         "-c", "--config", metavar="CONFIG", help="a broker's TOML config file (etc/rustka.toml)"
     )
     for flag, meta in _CLUSTER_FLAGS:
-        cluster.add_argument(f"--{flag}", metavar=meta, dest=flag.replace("-", "_"))
+        setting = flag.replace("-", "_")
+        cluster.add_argument(f"--{flag}", metavar=meta, dest=setting, help=f"the {setting} setting")
 
 
 _CLUSTER_FLAGS = (
