@@ -807,6 +807,17 @@ class Config:
         maximum=_INT_MAX,
     )
 
+    cluster_lease_ms: int = setting(
+        Kind.DURATION,
+        10_000,
+        "How long a broker of a cluster counts as alive after its last heartbeat to the "
+        "catalog (it beats every third of this): how soon the others list it no longer, "
+        "lead its partitions and take its group coordinator role after it dies.",
+        _DISKLESS,
+        minimum=1_000,
+        maximum=300_000,
+    )
+
     @property
     def diskless_configured(self) -> bool:
         """Whether this broker can keep diskless topics (a database and a bucket)."""

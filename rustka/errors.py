@@ -82,6 +82,11 @@ class BrokerUnavailable(RustkaError):
     code = 11
 
 
+class HeldElsewhere(BrokerUnavailable):
+    """In a cluster, the topic is a local topic of another broker: Metadata sends its
+    clients there (Kafka's NOT_LEADER_OR_FOLLOWER, which makes a client refresh it)."""
+
+
 class RecordTooLarge(RustkaError):
     code = 12
 

@@ -1,6 +1,6 @@
-"""The three-broker cluster examples (etc/cluster/, systemd/rustka@.service) load as a
-broker loads them, agree on the cluster, differ in each broker's own settings, and fit
-the systemd template that runs them."""
+"""The systemd template of a cluster's brokers (systemd/rustka@.service) runs each
+example broker (etc/cluster/) with its config and data dir, keeps rustka.service's
+hardening, and verifies without a message. tests/test_config.py checks the configs."""
 
 from __future__ import annotations
 
@@ -17,14 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "etc" / "cluster"
 TEMPLATE = ROOT / "systemd" / "rustka@.service"
 BROKERS = (1, 2, 3)
-SHARED = (
-    "diskless_dsn",
-    "diskless_bucket",
-    "diskless_s3_endpoint",
-    "diskless_s3_region",
-    "diskless_prefix",
-)
-OWN = ("broker_id", "data_dir", "listen", "advertised_host", "advertised_port", "metrics")
 
 
 def broker(n: int) -> Config:
@@ -47,25 +39,6 @@ def unit_of(n: int) -> dict[str, list[str]]:
     return found
 
 
-def test_the_example_configs_are_one_cluster_of_three_brokers() -> None:
-    configs = {n: broker(n) for n in BROKERS}
-    assert sorted(p.name for p in CLUSTER.glob("*.toml")) == [f"broker-{n}.toml" for n in BROKERS]
-    for n, config in configs.items():
-        assert config.broker_id == n
-        assert config.diskless_configured, n
-    for key in SHARED:
-        assert len({getattr(c, key) for c in configs.values()}) == 1, key
-    for key in OWN:
-        values = [getattr(c, key) for c in configs.values()]
-        assert len({repr(v) for v in values}) == len(BROKERS), (key, values)
-    ports = [c.listen[0].split(":")[1] for c in configs.values()]
-    assert ports == [str(c.advertised_port) for c in configs.values()]
-    # Nothing else differs: a setting added to one file only is a mistake.
-    others = set(Config.__dataclass_fields__) - set(OWN)
-    for key in others:
-        assert len({repr(getattr(c, key)) for c in configs.values()}) == 1, key
-
-
 def test_the_template_runs_each_broker_with_its_config_and_its_data_dir() -> None:
     for n in BROKERS:
         service = unit_of(n)
@@ -76,8 +49,10 @@ def test_the_template_runs_each_broker_with_its_config_and_its_data_dir() -> Non
         ]
         assert "--nodaemon" in command and "--pidfile=" in command
         data_dir = broker(n).data_dir
-        assert service["ReadWritePaths"] == service["WorkingDirectory"] == [data_dir]
+        assert service["WorkingDirectory"] == [data_dir]
         assert service["StateDirectory"] == [data_dir.removeprefix("/var/lib/")]
+        [writable] = service["ReadWritePaths"]
+        assert Path(data_dir).is_relative_to(writable)
         assert service["Type"] == ["notify"] and service["User"] == ["rustka"]
 
 

@@ -553,3 +553,19 @@ def test_list_config_arithmetic_refuses_what_kafka_refuses(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         altered_topic_configs(Config(), {}, ops, replace=False)
+
+
+def test_the_cluster_examples_are_one_cluster_of_three_brokers() -> None:
+    """etc/cluster/broker-N.toml load, name one catalog, bucket and lease, and differ in
+    what each broker must have of its own (docs/diskless.md, "Running a cluster")."""
+    configs = [Config.from_file(ROOT / "etc" / "cluster" / f"broker-{i}.toml") for i in (1, 2, 3)]
+    assert [c.broker_id for c in configs] == [1, 2, 3]
+    assert all(c.diskless_configured for c in configs)
+    shared = ("diskless_dsn", "diskless_bucket", "diskless_s3_endpoint", "cluster_lease_ms")
+    for name in shared:
+        assert len({getattr(c, name) for c in configs}) == 1, name
+    for name in ("data_dir", "advertised_host"):
+        assert len({getattr(c, name) for c in configs}) == 3, name
+    unit = (ROOT / "systemd" / "rustka@.service").read_text()
+    assert "--config /etc/rustka/broker-%i.toml" in unit
+    assert all(c.data_dir == f"/var/lib/rustka/broker-{c.broker_id}" for c in configs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,7 +33,7 @@ from rustka.security.acl import (
     ResourceType,
     validate_binding,
 )
-from rustka.security.acl_store import ACL_FILE, load_acls, save_acls
+from rustka.security.acl_store import ACL_FILE, decode_acls, encode_acls, load_acls, save_acls
 from rustka.security.authorizer import Authorizer
 from rustka.settings import split_list
 
@@ -68,6 +69,9 @@ class Access:
         self.changes = 0
         self._lock = defer.DeferredLock()
         self._gates: dict[tuple[str, str], Gate] = {}
+        self.shared: Callable[[], AbstractContextManager[Any]] | None = None
+        """In a cluster: the catalog's copy of the ACLs under its lock, a draft whose
+        ``body`` is the stored encoding (docs/diskless.md, "Security in a cluster")."""
 
     @property
     def enabled(self) -> bool:
@@ -167,20 +171,59 @@ class Access:
 
         @defer.inlineCallbacks
         def locked() -> Generator[defer.Deferred[Any], Any, R]:
-            current = authorizer.acls
-            new, result = change(current)
+            if self.shared is not None:
+                current, new, result = yield self.io.run(self._change_shared, authorizer, change)
+            else:
+                current = authorizer.acls
+                new, result = change(current)
+                if new != current:
+                    yield self.io.run(save_acls, self.path, new)
             added, removed = new - current, current - new
-            if added or removed:
-                yield self.io.run(save_acls, self.path, new)
-                authorizer.replace(new)
-                for gate in self._gates.values():
-                    gate.forget()
+            if added or removed or authorizer.acls != frozenset(new):
+                self._install(authorizer, frozenset(new))
                 self.changes += 1
                 for acl in sorted(added):
                     self._audit_change("acl-created", acl, principal)
                 for acl in sorted(removed):
                     self._audit_change("acl-deleted", acl, principal)
             return result
+
+        return self._lock.run(locked)
+
+    def _change_shared(
+        self,
+        authorizer: Authorizer,
+        change: Callable[[frozenset[AclBinding]], tuple[set[AclBinding], R]],
+    ) -> tuple[frozenset[AclBinding], set[AclBinding], R]:
+        """On the pool, in a cluster: the change made on the catalog's copy under its lock
+        (a broker's first change stores the ACLs it had), then on this broker's file."""
+        assert self.shared is not None
+        with self.shared() as draft:
+            current = authorizer.acls if draft.body is None else decode_acls(draft.body)
+            new, result = change(current)
+            if draft.body is None or new != current:
+                draft.body = encode_acls(new)
+        save_acls(self.path, new)
+        return current, new, result
+
+    def _install(self, authorizer: Authorizer, acls: frozenset[AclBinding]) -> None:
+        authorizer.replace(acls)
+        for gate in self._gates.values():
+            gate.forget()
+
+    def install(self, data: bytes) -> defer.Deferred[None]:
+        """Take the cluster's ACLs (changed by another broker): kept in this broker's file
+        too, then enforced. Under the changes' lock, so no change here interleaves."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return defer.succeed(None)
+        acls = decode_acls(data)
+
+        @defer.inlineCallbacks
+        def locked() -> Generator[defer.Deferred[Any], Any, None]:
+            if acls != authorizer.acls:
+                yield self.io.run(save_acls, self.path, acls)
+                self._install(authorizer, acls)
 
         return self._lock.run(locked)
 

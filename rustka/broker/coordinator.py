@@ -30,7 +30,7 @@ front-end answering synchronously) never sees a half-updated group.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -142,6 +142,14 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._outbox: list[tuple[defer.Deferred[Any], Any]] = []
         self._closed = False
+        self.coordinating: Callable[[], bool] = _always
+        """Whether this broker coordinates groups now: in a cluster, only the holder of
+        the coordinator role does (docs/diskless.md, "Consumer groups in a cluster")."""
+
+    def _not_here(self) -> bool:
+        """Requests are answered NOT_COORDINATOR: the broker is stopping, or another
+        broker of the cluster coordinates the groups."""
+        return self._closed or not self.coordinating()
 
     # -- JoinGroup -------------------------------------------------------------------
 
@@ -156,7 +164,7 @@ class GroupCoordinator:
         def fail(code: int, mid: str = request.member_id) -> defer.Deferred[JoinResult]:
             return defer.succeed(JoinResult(code, mid))
 
-        if self._closed:
+        if self._not_here():
             return fail(E.NOT_COORDINATOR)
         if not valid_group_id(request.group_id):
             return fail(E.INVALID_GROUP_ID)
@@ -473,7 +481,7 @@ class GroupCoordinator:
         instance_id: str | None,
         assignments: Mapping[str, bytes] | Iterable[tuple[str, bytes]],
     ) -> defer.Deferred[SyncResult]:
-        if self._closed:
+        if self._not_here():
             return defer.succeed(SyncResult(E.NOT_COORDINATOR))
         group = self._groups.get(group_id)
         if group is None:
@@ -518,7 +526,7 @@ class GroupCoordinator:
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None = None
     ) -> int:
         """Handle one Heartbeat; REBALANCE_IN_PROGRESS tells the member to rejoin."""
-        if self._closed:
+        if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)
         if group is None:
@@ -547,7 +555,7 @@ class GroupCoordinator:
             self._flush()
 
     def _leave(self, group_id: str, members: Sequence[tuple[str, str | None]]) -> LeaveResult:
-        if self._closed:
+        if self._not_here():
             return LeaveResult(E.NOT_COORDINATOR)
         group = self._groups.get(group_id)
         if group is None:
@@ -687,7 +695,7 @@ class GroupCoordinator:
         it is told REBALANCE_IN_PROGRESS, as Kafka does. A valid commit also counts as
         a heartbeat.
         """
-        if self._closed:
+        if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)
         if group is None:
@@ -727,7 +735,7 @@ class GroupCoordinator:
         those versions carry no member. Unlike
         `check_commit` it neither answers REBALANCE_IN_PROGRESS nor counts as a heartbeat.
         """
-        if self._closed:
+        if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)
         empty = group is None or group.state is GroupState.EMPTY
@@ -821,6 +829,12 @@ class GroupCoordinator:
         Clients then look for the coordinator again and rejoin after the restart.
         """
         self._closed = True
+        self.resign()
+
+    def resign(self) -> None:
+        """Drop every group, answering parked requests NOT_COORDINATOR: the broker is
+        stopping, or the cluster's coordinator role left or reached this broker (members
+        find the coordinator again and rejoin; their committed offsets stay)."""
         for group in list(self._groups.values()):
             _cancel(group.join_timer)
             _cancel(group.sync_timer)
@@ -839,6 +853,10 @@ class GroupCoordinator:
             group.transition(GroupState.DEAD)
         self._groups.clear()
         self._flush()
+
+
+def _always() -> bool:
+    return True
 
 
 def _cancel(timer: IDelayedCall | None) -> None:

@@ -95,6 +95,7 @@ from rustka.config import APPEND, DELETE, SET, SUBTRACT, Config, ConfigEntry, Co
 from rustka.errors import (
     BrokerUnavailable,
     CorruptBatch,
+    HeldElsewhere,
     InvalidName,
     OffsetOutOfRange,
     PolicyViolation,
@@ -113,6 +114,7 @@ from rustka.storage.topic import Topic
 from rustka.storage.txn_log import TransactionLog
 
 if TYPE_CHECKING:
+    from rustka.broker.cluster import ClusterMember
     from rustka.broker.diskless import DisklessSide
 
 __all__ = [
@@ -178,6 +180,8 @@ class Broker:
         self.offsets_lane: Lane | None = None
         self.diskless: DisklessSide | None = None
         """The diskless engine, writer and timers, with a catalog configured (docs/diskless.md)."""
+        self.cluster: ClusterMember | None = None
+        """This broker's membership of the cluster sharing its catalog (docs/diskless.md)."""
         self.state = STARTING
         self.flush_interval = config.flush == "interval"
         # Kafka's message.max.bytes: no stored batch may be larger than a native frame.
@@ -296,6 +300,21 @@ class Broker:
             )
             self.appends.diskless = self.diskless.writer
             self.diskless.start()
+            from rustka.broker.cluster import ClusterMember
+
+            # What this broker knew of the groups may be stale: the coordinator role
+            # loads the cluster's commits when it reaches this broker.
+            self.offsets.replace({})
+            self.cluster = ClusterMember(
+                engine.catalog,
+                self.config,
+                self.io,
+                self.reactor,
+                self.groups,
+                self.offsets,
+                self._local_topic_counts,
+                self.access,
+            )
             for name in self.logs.diskless_clashes:
                 self.log.error(
                     "topic {name!r} is both a local topic here and a diskless topic in the "
@@ -331,6 +350,57 @@ class Broker:
         ready, self._ready = self._ready, []
         for d in ready:
             d.callback(None)
+
+    @property
+    def node_id(self) -> int:
+        """This broker's id as Kafka's responses name it (``broker_id``; 0 by default)."""
+        return self.config.broker_id
+
+    def join_cluster(self, host: str, port: int) -> defer.Deferred[None]:
+        """Once the Kafka listener is bound: register as ``host:port`` in the cluster (a
+        broker without a catalog has none to join)."""
+        if self.cluster is None:
+            return defer.succeed(None)
+        d = self.cluster.join(host, port)
+
+        def joined(_: None) -> None:
+            if self.logs is not None and self.cluster is not None:
+                membership = self.cluster.membership
+                if membership is not None:
+                    self.logs.claim_local = membership.claim_local_topic
+
+        return d.addCallback(joined)
+
+    def partition_count(self, name: str) -> int:
+        """How many partitions topic ``name`` has in the cluster (0: none): this broker's
+        topics, and in a cluster the local topics other brokers hold, on which the group
+        coordinator takes commits too."""
+        topic = self.topics.get(name)
+        if topic is not None:
+            return len(topic.partitions)
+        view = None if self.cluster is None else self.cluster.view
+        held = None if view is None else view.local_topics.get(name)
+        return 0 if held is None else held[1]
+
+    @property
+    def shared_cluster_id(self) -> Callable[[str], str] | None:
+        """A cluster's brokers all name the id the catalog keeps (`Identity.cluster_id`)."""
+        cluster = self.cluster
+        return None if cluster is None else cluster.shared_cluster_id
+
+    def coordinates_groups(self) -> bool:
+        """Whether group requests are served here (in a cluster, by the role's holder)."""
+        return self.cluster is None or self.cluster.coordinates_groups()
+
+    def _local_topic_counts(self) -> dict[str, int]:
+        logs = self.logs
+        if logs is None:
+            return {}
+        return {
+            name: len(topic.partitions)
+            for name, topic in list(logs.topics.items())
+            if topic.directory is not None and name not in self.deleting
+        }
 
     def _forget_topic(self, name: str) -> None:
         """Stop serving a diskless topic another broker deleted: its rows are gone from
@@ -380,6 +450,8 @@ class Broker:
         if self.offsets_lane is not None:
             lanes.append(self.offsets_lane)
         idle = [lane.when_idle() for lane in lanes]
+        if self.cluster is not None:
+            idle.append(self.cluster.leave())
         if self.diskless is not None:
             self.diskless.stop()
             idle.append(self.diskless.writer.drain())
@@ -457,8 +529,17 @@ class Broker:
         validate_topic(name)
         topic = logs.topics.get(name)
         if topic is None or name in self.deleting:
+            self.check_not_held_elsewhere(name)
             raise UnknownTopic(f"unknown topic {name!r}")
         return topic
+
+    def check_not_held_elsewhere(self, name: str) -> None:
+        """In a cluster, a topic this broker does not have may be another broker's local
+        topic: `HeldElsewhere` then, never "unknown" (nor created here by a produce)."""
+        view = None if self.cluster is None else self.cluster.view
+        held = None if view is None else view.local_topics.get(name)
+        if held is not None and held[0] != self.node_id:
+            raise HeldElsewhere(f"topic {name!r} is a local topic of broker {held[0]}")
 
     def partition(self, topic_name: str, partition: int) -> PartitionStore:
         topic = self.topic(topic_name)

@@ -31,6 +31,10 @@ class IdentityCore(Protocol):
     def run(self, f: Callable[..., T], *args: Any) -> defer.Deferred[T]:
         """Run ``f`` on the I/O pool, counted so the core's drain waits for it."""
 
+    @property
+    def shared_cluster_id(self) -> Callable[[str], str] | None:
+        """In a cluster: reads (or stores a proposed) id in the catalog, on the pool."""
+
 
 class Identity:
     """One broker's cluster id and producer ids; see the module docstring."""
@@ -56,9 +60,13 @@ class Identity:
         self._cluster_id_waiters.append(d)
         if len(self._cluster_id_waiters) == 1:
             data_dir = Path(self._core.config.data_dir)
-            self._core.run(cluster_id.load_or_create, data_dir).addCallbacks(
-                self._got_cluster_id, self._cluster_id_failed
+            shared = self._core.shared_cluster_id
+            job = (
+                self._core.run(shared, cluster_id.new_cluster_id())
+                if shared is not None
+                else self._core.run(cluster_id.load_or_create, data_dir)
             )
+            job.addCallbacks(self._got_cluster_id, self._cluster_id_failed)
         return d
 
     def _got_cluster_id(self, value: str) -> None:

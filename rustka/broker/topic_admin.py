@@ -97,6 +97,9 @@ class TopicAdminCore(Protocol):
     def drop_topic_offsets(self, topic: str) -> defer.Deferred[None]:
         """Tombstone every group's commits on a deleted topic, durably."""
 
+    def check_not_held_elsewhere(self, name: str) -> None:
+        """`HeldElsewhere` if another broker of the cluster holds ``name`` as a local topic."""
+
 
 class TopicAdmin:
     """The topic admin of one broker; see the module docstring."""
@@ -241,6 +244,7 @@ class TopicAdmin:
     def auto_create_topic(self, name: str) -> defer.Deferred[Topic]:
         """The topic, created with the default partition count if the config allows."""
         logs = self._core.check_open()
+        self._core.check_not_held_elsewhere(name)
         config = self._core.config
         if not config.auto_create_topics:
             raise UnknownTopic(f"unknown topic {name!r} (auto-create is disabled)")

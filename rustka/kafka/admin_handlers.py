@@ -10,11 +10,10 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 
-# This node's id everywhere a Kafka API names a broker (Metadata, FindCoordinator).
-NODE_ID = 0
 # The only leader epoch a partition of a single node ever has (Metadata and Fetch say 0 too).
 LEADER_EPOCH = 0
 # DescribeCluster v1's endpoint type of the brokers' listeners (2 is the controllers').
@@ -24,7 +23,9 @@ BROKER_ENDPOINTS = 1
 
 
 def describe_cluster(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
-    """The cluster is this node: it is its own controller and the only broker listed."""
+    """A broker alone is its own controller and the only broker listed; in a cluster every
+    live broker is listed (`rustka.kafka.cluster_map`) and the one asked answers as the
+    controller (rustka has no controller quorum: the catalog plays its part)."""
     host, port = advertised_address(ctx)
     endpoint_type = body.get("endpoint_type", BROKER_ENDPOINTS)
     if endpoint_type != BROKER_ENDPOINTS:
@@ -40,6 +41,11 @@ def describe_cluster(ctx: RequestContext, version: int, body: Body) -> defer.Def
             }
         )
 
+    brokers = [
+        {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+        for b in ClusterMap.of(ctx.broker, host, port).brokers()
+    ]
+
     def answer(cluster_id: str) -> Body:
         return {
             "throttle_time_ms": 0,
@@ -47,8 +53,8 @@ def describe_cluster(ctx: RequestContext, version: int, body: Body) -> defer.Def
             "error_message": None,
             "endpoint_type": BROKER_ENDPOINTS,
             "cluster_id": cluster_id,
-            "controller_id": NODE_ID,
-            "brokers": [{"broker_id": NODE_ID, "host": host, "port": port, "rack": None}],
+            "controller_id": ctx.broker.node_id,
+            "brokers": brokers,
         }
 
     return ctx.broker.cluster_id().addCallback(answer)

@@ -60,17 +60,39 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 def find_coordinator(ctx: RequestContext, version: int, body: Body) -> Body:
-    # This node coordinates every group and, for key type 1, every transactional id
-    # (docs/kafka.md, "Transactions").
+    # A broker alone coordinates every group and, for key type 1, every transactional
+    # id (docs/kafka.md, "Transactions"). In a cluster the groups' coordinator is the
+    # holder of the coordinator role, wherever the request came (docs/diskless.md).
     host, port = advertised_address(ctx)
+    node_id = ctx.broker.node_id
+    cluster = ctx.broker.cluster
+    if cluster is not None and body.get("key_type", 0) == 0:
+        coordinator = cluster.coordinator()
+        if coordinator is None:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": E.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "no broker of the cluster holds the group coordinator role yet",
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
+        if coordinator.broker_id != node_id:
+            node_id, host, port = coordinator.broker_id, coordinator.host, coordinator.port
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
-        "node_id": 0,
+        "node_id": node_id,
         "host": host,
         "port": port,
     }
+
+
+def _elsewhere(ctx: RequestContext) -> bool:
+    """In a cluster, group requests to a broker that does not hold the coordinator role
+    are answered NOT_COORDINATOR: the client asks FindCoordinator again."""
+    return not ctx.broker.coordinates_groups()
 
 
 # -- JoinGroup (11) --------------------------------------------------------------
@@ -182,13 +204,11 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     )
     if fenced is not None:
         return defer.succeed(every_partition(fenced))
-    known = ctx.broker.topics
     codes: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], int] = {}
     metadata: dict[tuple[str, int], str] = {}
     for topic in topics:
-        existing = known.get(topic["name"])
-        count = len(existing.partitions) if existing is not None else 0
+        count = ctx.broker.partition_count(topic["name"])
         for part in topic["partitions"]:
             key = (topic["name"], part["partition_index"])
             if not 0 <= key[1] < count:
@@ -242,6 +262,27 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
     requested = body.get("topics")
     if not _valid_group(group):
         return {"throttle_time_ms": 0, "topics": [], "error_code": E.INVALID_GROUP_ID}
+    if _elsewhere(ctx):
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": index,
+                            "committed_offset": _NO_OFFSET,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": E.NOT_COORDINATOR,
+                        }
+                        for index in t["partition_indexes"]
+                    ],
+                }
+                for t in requested or ()
+            ],
+            "error_code": E.NOT_COORDINATOR,
+        }
     committed: Mapping[tuple[str, int], int] = ctx.broker.committed_offsets(group)
     metadata = ctx.broker.committed_metadata(group)
     unstable = ctx.broker.transactions.pending_offsets(group) if body.get("require_stable") else ()
@@ -285,6 +326,8 @@ def delete_groups(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     async def one(group: str) -> Body:
         if not _valid_group(group):
             return {"group_id": group, "error_code": E.INVALID_GROUP_ID}
+        if _elsewhere(ctx):
+            return {"group_id": group, "error_code": E.NOT_COORDINATOR}
         refused = broker.groups.deletion_refused(group)
         if refused is not None:
             return {"group_id": group, "error_code": refused}
@@ -327,6 +370,8 @@ def offset_delete(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
 
     if not _valid_group(group):
         return defer.succeed(answer(E.INVALID_GROUP_ID, lambda _t, _p: 0))
+    if _elsewhere(ctx):
+        return defer.succeed(answer(E.NOT_COORDINATOR, lambda _t, _p: 0))
     refused = broker.groups.deletion_refused(group)
     if refused == E.GROUP_ID_NOT_FOUND:
         return defer.succeed(answer(refused, lambda _t, _p: 0))
@@ -367,6 +412,9 @@ def describe_groups(ctx: RequestContext, version: int, body: Body) -> Body:
     for group_id in body["groups"]:
         if not _valid_group(group_id):
             groups.append(_group_error(group_id, E.INVALID_GROUP_ID))
+            continue
+        if _elsewhere(ctx):
+            groups.append(_group_error(group_id, E.NOT_COORDINATOR))
             continue
         desc = gc.describe(group_id)
         groups.append(

@@ -25,6 +25,7 @@ from rustka import errors
 from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT
 from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEntry
 from rustka.kafka import txn_handlers
+from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 from rustka.record.header import (
@@ -72,24 +73,25 @@ def api_versions(ctx: RequestContext, version: int, body: Body) -> Body:
 # -- Metadata (3) ----------------------------------------------------------------
 
 
-def _partition_metadata(index: int) -> Body:
+def _partition_metadata(index: int, leader: int) -> Body:
     return {
-        "error_code": 0,
+        # A partition whose only broker is not alive has no leader (Kafka's answer).
+        "error_code": E.LEADER_NOT_AVAILABLE if leader < 0 else 0,
         "partition_index": index,
-        "leader_id": 0,
+        "leader_id": leader,
         "leader_epoch": 0,
-        "replica_nodes": [0],
-        "isr_nodes": [0],
+        "replica_nodes": [leader] if leader >= 0 else [],
+        "isr_nodes": [leader] if leader >= 0 else [],
         "offline_replicas": [],
     }
 
 
-def _topic_metadata(name: str, partitions: int) -> Body:
+def _topic_metadata(name: str, leaders: list[int]) -> Body:
     return {
         "error_code": 0,
         "name": name,
         "is_internal": False,
-        "partitions": [_partition_metadata(i) for i in range(partitions)],
+        "partitions": [_partition_metadata(i, leader) for i, leader in enumerate(leaders)],
     }
 
 
@@ -103,31 +105,32 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
         names = [t["name"] for t in requested]
     allow_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
     host, port = advertised_address(ctx)
+    cluster = ClusterMap.of(broker, host, port)
 
     async def answer() -> Body:
-        counts = {t.name: len(t.partitions) for t in broker.topics_snapshot()}
+        leaders = cluster.leaders(broker.topics_snapshot())
         topics: list[Body] = []
-        for name in sorted(counts) if names is None else names:
-            count = counts.get(name)
-            if count is None and allow_create and broker.config.auto_create_topics:
+        for name in sorted(leaders) if names is None else names:
+            found = leaders.get(name)
+            if found is None and allow_create and broker.config.auto_create_topics:
                 try:
                     topic = await broker.auto_create_topic(name)
-                    count = len(topic.partitions)
+                    found = cluster.leaders([topic])[name]
                 except Exception as exc:
                     topics.append({"error_code": error_code(exc), "name": name, "partitions": []})
                     continue
-            if count is None:
+            if found is None:
                 code = E.UNKNOWN_TOPIC_OR_PARTITION
                 if not _valid_topic_name(name):
                     code = E.INVALID_TOPIC_EXCEPTION
                 topics.append({"error_code": code, "name": name, "partitions": []})
             else:
-                topics.append(_topic_metadata(name, count))
+                topics.append(_topic_metadata(name, found))
         return {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": 0, "host": host, "port": port, "rack": None}],
+            "brokers": cluster.brokers(),
             "cluster_id": await ctx.broker.cluster_id(),
-            "controller_id": 0,
+            "controller_id": broker.node_id,
             "topics": topics,
         }
 
@@ -466,7 +469,7 @@ def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
         replication = topic.get("replication_factor", -1)
         assignments = topic.get("assignments") or []
         if assignments:
-            refusal = _assignment_refusal(assignments, count, replication)
+            refusal = _assignment_refusal(assignments, count, replication, broker.node_id)
             if refusal is not None:
                 return _created(name, *refusal)
             count = len(assignments)
@@ -498,12 +501,8 @@ def create_topics(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
     return defer.ensureDeferred(answer())
 
 
-# This broker's node id, as Metadata names it.
-_NODE_ID = 0
-
-
 def _assignment_refusal(
-    assignments: list[Body], count: int, replication: int
+    assignments: list[Body], count: int, replication: int, node_id: int
 ) -> tuple[int, str] | None:
     """What Kafka's controller refuses in a manual replica assignment, on a one-node cluster:
     each partition's replicas may only be this broker, once (replication factor 1)."""
@@ -533,7 +532,7 @@ def _assignment_refusal(
                 "The manual partition assignment includes an empty replica list.",
             )
         for broker_id in replicas:
-            if broker_id != _NODE_ID:
+            if broker_id != node_id:
                 return (
                     E.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {broker_id}, but no "
@@ -542,7 +541,7 @@ def _assignment_refusal(
         if len(replicas) > 1:
             return (
                 E.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes the broker {_NODE_ID} more than once.",
+                f"The manual partition assignment includes the broker {node_id} more than once.",
             )
     if seen != set(range(len(seen))):
         return (
@@ -586,9 +585,11 @@ def create_partitions(ctx: RequestContext, version: int, body: Body) -> defer.De
                     E.INVALID_REPLICA_ASSIGNMENT,
                     f"{len(assignments)} assignments for {count - current} new partitions",
                 )
-            if any(a["broker_ids"] != [0] for a in assignments):
+            if any(a["broker_ids"] != [broker.node_id] for a in assignments):
                 return result(
-                    name, E.INVALID_REPLICA_ASSIGNMENT, "this single node is broker 0 only"
+                    name,
+                    E.INVALID_REPLICA_ASSIGNMENT,
+                    f"this single node is broker {broker.node_id} only",
                 )
         if validate_only:
             return result(name, 0, None)
@@ -641,7 +642,7 @@ def describe_configs(ctx: RequestContext, version: int, body: Body) -> Body:
             if rtype == _TOPIC_RESOURCE:
                 entries = broker.topic_configs(rname)
             elif rtype == _BROKER_RESOURCE:
-                _check_broker_name(rname)
+                _check_broker_name(rname, broker.node_id)
                 entries = broker.broker_configs()
             else:
                 raise errors.InvalidRequest(f"Unsupported resource type: {rtype}")
@@ -674,15 +675,15 @@ def _config_entry(entry: ConfigEntry, version: int, synonyms: bool) -> Body:
     }
 
 
-def _check_broker_name(name: str) -> None:
+def _check_broker_name(name: str, node_id: int) -> None:
     """Kafka's rule for a broker resource: empty (the cluster default) or this broker's id."""
     if name == "":
         return
     if not name.lstrip("-").isdigit():
         raise errors.InvalidRequest(f"Broker id must be an integer, but it is: {name}")
-    if int(name) != _NODE_ID:
+    if int(name) != node_id:
         raise errors.InvalidRequest(
-            f"Unexpected broker id, expected {_NODE_ID} or empty string, but received {name}"
+            f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
         )
 
 
@@ -746,7 +747,7 @@ def _alter(
                     rname, changes, replace=replace, validate_only=validate_only
                 )
             elif rtype == _BROKER_RESOURCE:
-                _check_broker_name(rname)
+                _check_broker_name(rname, broker.node_id)
                 if changes:
                     raise errors.InvalidRequest(
                         f"broker settings are read-only at run time ({', '.join(keys)}): "

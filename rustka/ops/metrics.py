@@ -351,6 +351,34 @@ class BrokerCollector(Collector):
         )
         for name, documentation, value in counters:
             yield CounterMetricFamily(name, documentation, value=value)
+        cluster = self.broker.cluster
+        if cluster is None:
+            return
+        yield GaugeMetricFamily(
+            "rustka_cluster_live_brokers",
+            "Brokers of the cluster whose lease runs, as this broker's last heartbeat saw.",
+            value=len(cluster.brokers()),
+        )
+        yield GaugeMetricFamily(
+            "rustka_cluster_group_coordinator",
+            "1 while this broker holds the cluster's group coordinator role.",
+            value=1 if cluster.coordinates_groups() else 0,
+        )
+        yield CounterMetricFamily(
+            "rustka_cluster_role_changes",
+            "Times the group coordinator role reached or left this broker.",
+            value=cluster.role_changes,
+        )
+        yield CounterMetricFamily(
+            "rustka_cluster_heartbeat_failures",
+            "Heartbeats to the catalog that failed (the lease is renewed by the next one).",
+            value=cluster.beats_failed,
+        )
+        yield CounterMetricFamily(
+            "rustka_cluster_live_set_changes",
+            "Times the set of live brokers changed (a broker joined, left or its lease ran out).",
+            value=cluster.live_changes,
+        )
 
     def _cleaner(self) -> Iterator[Metric]:
         """The log cleaner (docs/kafka.md, "Log compaction"): Kafka's cleaner metrics

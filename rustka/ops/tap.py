@@ -245,10 +245,53 @@ def build_service(
         top.manhole.setServiceParent(top)
     from rustka.ops.notify import NotifyService
 
-    NotifyService(
-        wait_for=[listener.listening for listener in top.listeners + top.kafka_listeners]
-    ).setServiceParent(top)
+    wait_for = [listener.listening for listener in top.listeners + top.kafka_listeners]
+    joined = _join_cluster(top, config)
+    if joined is not None:
+        wait_for.append(joined)
+    NotifyService(wait_for=wait_for).setServiceParent(top)
     return top
+
+
+def _join_cluster(top: BrokerTree, config: Config) -> defer.Deferred[Any] | None:
+    """With a catalog, the broker joins its cluster once the first Kafka-speaking listener
+    is bound, under the address clients are to use (``advertised_host``/``_port``, else
+    the bound one); an id another live broker holds stops the start (docs/diskless.md)."""
+    if not config.diskless_configured or top.kafka_factory is None:
+        return None
+    listener = (top.kafka_listeners or top.listeners or [None])[0]
+    if listener is None:
+        return None
+
+    def bound(port: Any) -> defer.Deferred[None]:
+        if top.broker.cluster is not None:
+            top.broker.cluster.share_credentials(top.authenticator.store)
+        address = port.getHost()
+        host = config.advertised_host or getattr(address, "host", "") or "127.0.0.1"
+        if host in ("0.0.0.0", "::"):
+            import socket
+
+            host = socket.getfqdn()
+        number = config.advertised_port or getattr(address, "port", 9092)
+        return top.broker.join_cluster(str(host), int(number))
+
+    def failed(failure: Failure) -> Failure:
+        top.fail("cannot join the cluster", failure)
+        return failure
+
+    joined: defer.Deferred[Any] = defer.Deferred()
+
+    def relay(port: Any) -> Any:
+        # The listener's own Deferred keeps its port for everyone else who waits on it.
+        defer.maybeDeferred(bound, port).addErrback(failed).chainDeferred(joined)
+        return port
+
+    def not_bound(failure: Failure) -> Failure:
+        joined.errback(failure)
+        return failure
+
+    listener.listening.addCallbacks(relay, not_bound)
+    return joined
 
 
 def _number(flag: str) -> Any:

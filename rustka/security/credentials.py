@@ -28,7 +28,8 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -170,6 +171,9 @@ class CredentialStore:
         self._version: _Version | None = None
         self.last_error: str | None = None
         self.reloads = 0
+        self.shared: Callable[[], AbstractContextManager[Any]] | None = None
+        """In a cluster: the catalog's copy under its lock, a draft whose ``body`` is the
+        stored encoding (docs/diskless.md, "Security in a cluster")."""
         self.refresh()
 
     def _stat(self) -> _Version | None:
@@ -219,8 +223,9 @@ class CredentialStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[Users]:
-        """The file's current users under the writers' lock; what the block leaves in the
-        dict is written back if it changed."""
+        """The current users under the writers' lock; what the block leaves in the dict
+        is written back if it changed. In a cluster the catalog's copy is the current one
+        and is written first (under its own lock); the file follows as this broker's copy."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.path.with_name(self.path.name + ".lock")
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), MODE)
@@ -230,14 +235,44 @@ class CredentialStore:
                 current = decode_credentials(self.path.read_bytes())
             except FileNotFoundError:
                 current = {}
-            before = encode_credentials(current)
-            yield current
-            after = encode_credentials(current)
-            if after != before or not self.path.exists():
+            on_file = encode_credentials(current)
+            if self.shared is None:
+                yield current
+                after = encode_credentials(current)
+            else:
+                with self.shared() as draft:
+                    if draft.body is not None:
+                        current = decode_credentials(draft.body)
+                    # The first change in a cluster stores this broker's users as well.
+                    before = draft.body
+                    yield current
+                    after = encode_credentials(current)
+                    if after != before:
+                        draft.body = after
+            if after != on_file or not self.path.exists():
                 replace_file(self.path, after, MODE)
         finally:
             os.close(fd)
         self.refresh()
+
+    def install(self, data: bytes) -> None:
+        """Take ``data`` (the cluster's copy, in the file's encoding) as the users: written
+        to the file under the writers' lock, then read as any change of the file is."""
+        if not decode_credentials(data) and not self.path.exists():
+            return  # no users anywhere: no file to make
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            replace_file(self.path, data, MODE)
+        finally:
+            os.close(fd)
+        self.refresh()
+
+    def encoded(self) -> bytes:
+        """The users in the file's encoding (what a new cluster starts from)."""
+        return encode_credentials(self.users())
 
     def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
         """Set ``user``'s credential for ``mechanism`` (its other mechanisms stay)."""

@@ -14,7 +14,7 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,9 @@ class LogManager:
         """The diskless topics' registry, when the broker has a catalog (docs/diskless.md)."""
         self.diskless_clashes: list[str] = []
         """Names both a local topic here and a diskless one in the catalog: served local."""
+        self.claim_local: Callable[[str, int], None] | None = None
+        """In a cluster: takes a new local topic's name for this broker in the catalog
+        first (`TopicExists` if another broker or a diskless topic has it)."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -168,6 +171,8 @@ class LogManager:
         if config.diskless_enable and self.diskless is not None:
             topic = self.diskless.create(name, partition_count, overrides or {})
         else:
+            if self.claim_local is not None:
+                self.claim_local(name, partition_count)
             topic = Topic.create(self.data_dir, name, partition_count, config, overrides)
         self.topics[name] = topic
         return topic

@@ -35,6 +35,7 @@ import struct
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
 from rustka.names import OFFSETS_TOPIC, validate_group, validate_topic
@@ -73,6 +74,14 @@ OffsetKey = tuple[str, str, int]
 Commit = tuple[str, str, int, int] | tuple[str, str, int, int, str] | tuple[str, str, int]
 # The magic byte at its place in a batch header is what a resync after damage looks for.
 _MAGIC_BYTE = bytes((MAGIC,))
+
+
+class OffsetsMirror(Protocol):
+    """Where a cluster's group coordinator also writes its commits (the catalog's
+    ``group_offsets``), before they reach this store: the next coordinator reads them
+    from there (docs/diskless.md, "Consumer groups in a cluster")."""
+
+    def write(self, commits: Sequence[Commit], now_ms: int) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -322,6 +331,8 @@ class OffsetsStore:
         self._records_in_log = 0
         self._state: dict[OffsetKey, tuple[int, int, str]] = {}
         self._lock = threading.Lock()
+        self.mirror: OffsetsMirror | None = None
+        """Set in a cluster: every commit is written there first, and fails with it."""
 
     @classmethod
     def open(
@@ -387,6 +398,8 @@ class OffsetsStore:
             if len(c) == 5:
                 _check_commit(*c)
         now_ms = ms_now()
+        if self.mirror is not None:
+            self.mirror.write(full, now_ms)
         records = [
             Record(key=encode_key(*c[:3]), value=None)
             if len(c) == 3
@@ -401,6 +414,14 @@ class OffsetsStore:
                     self._state.pop(c, None)
                 else:
                     self._state[c[:3]] = (c[3], now_ms, c[4])
+
+    def replace(self, entries: Mapping[OffsetKey, tuple[int, int, str]]) -> None:
+        """Take ``entries`` ((offset, commit ms, metadata) by key) as the whole table: a
+        cluster's new group coordinator loading what the previous one committed, or a
+        broker that lost the role forgetting what may go stale. The log is not written;
+        in a cluster the mirror, not this log, is the record."""
+        with self._lock:
+            self._state = dict(entries)
 
     def group_partitions(self, group: str) -> list[tuple[str, int]]:
         """The partitions ``group`` has commits for (what deleting the group must tombstone)."""

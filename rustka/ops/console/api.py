@@ -246,7 +246,49 @@ class ReadApi:
             },
             "sample_interval_s": self.sampler.interval_s,
             "rates": self.sampler.broker_rates(),
+            "brokers": self._brokers(),
         }
+
+    def _brokers(self) -> list[dict[str, Any]]:
+        """The cluster's live brokers and what each leads (docs/diskless.md); a broker
+        alone is the one row, leading everything."""
+        broker = self.broker
+        cluster = broker.cluster
+        topics = broker.topics_snapshot() if broker.logs is not None else []
+        if cluster is None:
+            return [
+                {
+                    "node_id": broker.node_id,
+                    "address": "",
+                    "this": True,
+                    "coordinator": True,
+                    "leads": sum(len(t.partitions) for t in topics),
+                }
+            ]
+        leads: dict[int, int] = {}
+        for t in topics:
+            if t.configs.get("diskless.enable") == "true":
+                leaders = cluster.diskless_leaders(t.name, len(t.partitions))
+            else:
+                leaders = [broker.node_id] * len(t.partitions)
+            for leader in leaders:
+                leads[leader] = leads.get(leader, 0) + 1
+        view = cluster.view
+        if view is not None:
+            for name, (holder, count) in view.local_topics.items():
+                if holder != broker.node_id and name not in broker.topics:
+                    leads[holder] = leads.get(holder, 0) + count
+        coordinator = cluster.coordinator()
+        return [
+            {
+                "node_id": b.broker_id,
+                "address": f"{b.host}:{b.port}",
+                "this": b.broker_id == broker.node_id,
+                "coordinator": coordinator is not None and coordinator.broker_id == b.broker_id,
+                "leads": leads.get(b.broker_id, 0),
+            }
+            for b in cluster.brokers()
+        ]
 
     # -- topics --------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -145,6 +145,12 @@ class Catalog:
         except psycopg.InterfaceError as e:
             raise CatalogUnavailable(f"the diskless catalog connection broke: {e}") from e
 
+    def session(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """One transaction for the catalog's neighbours (cluster membership, shared group
+        offsets), with the same mapping of connection trouble to `CatalogUnavailable`."""
+        self.round_trips += 1
+        return self._transaction()
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.round_trips += 1
         with self._transaction() as conn:
@@ -176,6 +182,16 @@ class Catalog:
         self.round_trips += 1
         try:
             with self._transaction() as conn:
+                # The same lock a broker takes to publish a local topic (membership.py):
+                # one name is never both a diskless topic and a broker's local one.
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+                holder = conn.execute(
+                    "SELECT broker_id FROM local_topics WHERE name = %s", (name,)
+                ).fetchone()
+                if holder is not None:
+                    raise TopicExists(
+                        f"topic {name!r} already exists as a local topic of broker {holder[0]}"
+                    )
                 row = conn.execute(
                     "INSERT INTO topics (name, partitions, configs) VALUES (%s, %s, %s) "
                     "RETURNING topic_id",
@@ -240,6 +256,8 @@ class Catalog:
             )
             conn.execute("DELETE FROM batches WHERE topic_id = %s", (row[0],))
             conn.execute("DELETE FROM topics WHERE topic_id = %s", (row[0],))
+            # A topic created again under this name starts with no group positions.
+            conn.execute("DELETE FROM group_offsets WHERE topic = %s", (name,))
 
     # -- produce -------------------------------------------------------------------------
 
@@ -419,61 +437,5 @@ class Catalog:
     def known_objects(self, keys: Sequence[str]) -> set[str]:
         rows = self._query(
             "SELECT object_key FROM objects WHERE object_key = ANY(%s)", (list(keys),)
-        )
-        return {key for (key,) in rows}
-
-    # -- verification (`rustka check`, docs/diskless.md; reads only) -----------------------
-
-    def verification_snapshot(self, timeout_s: float = 300.0) -> dict[str, list[tuple[Any, ...]]]:
-        """Every topic, partition, object and payload row, read in one read-only
-        REPEATABLE READ transaction, so a check of a live cluster compares rows that were
-        true together. Rows as tuples, keyed "topics" (name, partitions), "partitions"
-        (topic, partition, log start, high watermark, size), "objects" (key, size, used
-        bytes, created ms) and "batches" (topic, partition, base offset, last offset,
-        object key, byte offset, byte size, max timestamp, producer id, producer epoch,
-        base sequence), each in key order. ``timeout_s`` replaces the broker's short
-        statement timeout: a large catalog takes longer than a commit."""
-        self.round_trips += 1
-        try:
-            with self._transaction() as conn:
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                conn.execute(
-                    "SELECT set_config('statement_timeout', %s, true)",
-                    (str(int(timeout_s * 1000)),),
-                )
-                return {
-                    "topics": conn.execute(
-                        "SELECT name, partitions FROM topics ORDER BY name"
-                    ).fetchall(),
-                    "partitions": conn.execute(
-                        "SELECT t.name, p.partition, p.log_start_offset, p.high_watermark, "
-                        "p.size_bytes FROM partitions p JOIN topics t USING (topic_id) "
-                        "ORDER BY t.name, p.partition"
-                    ).fetchall(),
-                    "objects": conn.execute(
-                        "SELECT object_key, size, used_bytes, created_ms FROM objects "
-                        "ORDER BY object_key"
-                    ).fetchall(),
-                    "batches": conn.execute(
-                        "SELECT t.name, b.partition, b.base_offset, b.last_offset, "
-                        "o.object_key, b.byte_offset, b.byte_size, b.max_timestamp, "
-                        "b.producer_id, b.producer_epoch, b.base_sequence "
-                        "FROM batches b JOIN topics t USING (topic_id) "
-                        "JOIN objects o USING (object_id) "
-                        "ORDER BY t.name, b.partition, b.base_offset"
-                    ).fetchall(),
-                }
-        except pg_errors.UndefinedTable as e:
-            raise StorageError(
-                "this database holds no diskless catalog (no broker configured for "
-                f"diskless topics has started on it): {e}"
-            ) from e
-
-    def objects_in_use(self, keys: Sequence[str]) -> set[str]:
-        """Which of these objects some payload row points into now."""
-        rows = self._query(
-            "SELECT DISTINCT o.object_key FROM objects o JOIN batches b USING (object_id) "
-            "WHERE o.object_key = ANY(%s)",
-            (list(keys),),
         )
         return {key for (key,) in rows}

@@ -194,3 +194,113 @@ BEGIN
     RETURN v_start;
 END;
 $$;
+
+-- Cluster membership (docs/diskless.md, "A cluster of brokers"). A broker holds its
+-- id for as long as it renews its lease; the database's clock is the only clock
+-- leases are measured on. The incarnation tells a restart of the same broker (same
+-- data dir) from another process claiming a live broker's id.
+CREATE TABLE IF NOT EXISTS brokers (
+    broker_id   integer PRIMARY KEY,
+    incarnation uuid NOT NULL,
+    host        text NOT NULL,
+    port        integer NOT NULL,
+    rack        text,
+    lease_until timestamptz NOT NULL,
+    joined_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- Named roles one broker holds at a time ('group_coordinator'); the epoch rises each
+-- time the role passes to another broker incarnation.
+CREATE TABLE IF NOT EXISTS leases (
+    name        text PRIMARY KEY,
+    broker_id   integer NOT NULL,
+    incarnation uuid NOT NULL,
+    epoch       bigint NOT NULL,
+    lease_until timestamptz NOT NULL
+);
+
+-- The local (non-diskless) topics of each broker, so every broker's Metadata names
+-- them with the broker that holds them as leader.
+CREATE TABLE IF NOT EXISTS local_topics (
+    name       text PRIMARY KEY,
+    broker_id  integer NOT NULL,
+    partitions integer NOT NULL CHECK (partitions > 0)
+);
+
+-- Committed offsets of consumer groups in a cluster: written by the group
+-- coordinator, read by the next one when the role passes.
+CREATE TABLE IF NOT EXISTS group_offsets (
+    group_id         text NOT NULL,
+    topic            text NOT NULL,
+    partition        integer NOT NULL,
+    committed_offset bigint NOT NULL,
+    metadata         text NOT NULL DEFAULT '',
+    commit_ms        bigint NOT NULL,
+    PRIMARY KEY (group_id, topic, partition)
+);
+
+-- One broker's heartbeat: renew (or take) its registration, try for each named role,
+-- and return what the cluster looks like, in one round trip. Result rows:
+-- kind 'broker' (id, host, port, rack) for each live broker, then kind 'lease'
+-- (id = holder, port = epoch, host = role name) for each held role. Raises
+-- 'rustka_broker_id_taken' when another live incarnation holds p_broker.
+CREATE OR REPLACE FUNCTION rustka_heartbeat(
+    p_broker integer, p_incarnation uuid, p_previous uuid, p_host text, p_port integer,
+    p_rack text, p_lease_ms integer, p_roles text[]
+) RETURNS TABLE (kind text, id integer, host text, port bigint, rack text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_until timestamptz := clock_timestamp() + make_interval(secs => p_lease_ms / 1000.0);
+    v_row brokers%ROWTYPE;
+    v_role text;
+BEGIN
+    SELECT * INTO v_row FROM brokers b WHERE b.broker_id = p_broker FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO brokers (broker_id, incarnation, host, port, rack, lease_until)
+        VALUES (p_broker, p_incarnation, p_host, p_port, p_rack, v_until);
+    ELSIF v_row.incarnation = p_incarnation
+          OR v_row.incarnation = p_previous
+          OR v_row.lease_until < clock_timestamp() THEN
+        UPDATE brokers b SET incarnation = p_incarnation, host = p_host, port = p_port,
+            rack = p_rack, lease_until = v_until,
+            joined_at = CASE WHEN v_row.incarnation = p_incarnation THEN b.joined_at
+                        ELSE now() END
+        WHERE b.broker_id = p_broker;
+    ELSE
+        RAISE EXCEPTION 'broker id % is held by a live broker at %:%',
+            p_broker, v_row.host, v_row.port USING ERRCODE = 'RK001';
+    END IF;
+    FOREACH v_role IN ARRAY p_roles LOOP
+        INSERT INTO leases AS l (name, broker_id, incarnation, epoch, lease_until)
+        VALUES (v_role, p_broker, p_incarnation, 1, v_until)
+        ON CONFLICT (name) DO UPDATE SET
+            broker_id = EXCLUDED.broker_id,
+            incarnation = EXCLUDED.incarnation,
+            epoch = l.epoch + CASE WHEN l.incarnation = EXCLUDED.incarnation THEN 0 ELSE 1 END,
+            lease_until = EXCLUDED.lease_until
+        WHERE l.incarnation = EXCLUDED.incarnation OR l.lease_until < clock_timestamp();
+    END LOOP;
+    RETURN QUERY
+        SELECT 'broker'::text, b.broker_id, b.host, b.port::bigint, b.rack FROM brokers b
+        WHERE b.lease_until >= clock_timestamp() ORDER BY b.broker_id;
+    RETURN QUERY
+        SELECT 'lease'::text, l.broker_id, l.name, l.epoch, NULL::text FROM leases l
+        WHERE l.lease_until >= clock_timestamp();
+END
+$$;
+
+-- The cluster's id, the same from every broker (Kafka clients refuse a cluster whose
+-- brokers name different ids). One row.
+CREATE TABLE IF NOT EXISTS cluster (
+    only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    cluster_id text NOT NULL
+);
+
+-- Documents every broker of a cluster shares, each written whole under its row's lock
+-- ('acls', 'credentials': the same encodings as the single broker's files); the
+-- version rises with each change, so brokers see a change on their next heartbeat.
+CREATE TABLE IF NOT EXISTS cluster_documents (
+    name    text PRIMARY KEY,
+    version bigint NOT NULL,
+    body    bytea NOT NULL
+);

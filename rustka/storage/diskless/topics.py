@@ -103,12 +103,14 @@ class DisklessTopics:
         elsewhere (opened here, not yet added) and those deleted elsewhere. The caller
         applies the topic changes on its own thread."""
         catalog = self.engine.catalog
+        # Which diskless topics this broker serves, taken before the catalog is read: a
+        # topic created here while the catalog is read is in the catalog's answer or not
+        # in this list, so it is never taken for one deleted elsewhere.
+        served = [(n, t) for n, t in list(topics.items()) if isinstance(t, DisklessTopic)]
         bounds = catalog.all_bounds()
         rows = catalog.topics()
         refreshed = Refreshed()
-        for name, topic in list(topics.items()):
-            if not isinstance(topic, DisklessTopic):
-                continue
+        for name, topic in served:
             row = rows.get(name)
             if row is None:
                 refreshed.gone.append(name)

@@ -1,53 +1,51 @@
-"""``rustka check`` for diskless topics: a cluster's catalog against its objects
-(docs/diskless.md, "Checking a cluster").
+"""`rustka check` for a cluster: the catalog's rows against the bucket's objects, read
+only (docs/diskless.md, "Checking a cluster").
 
-Reads only: one read-only snapshot of the catalog, one listing of the bucket, one GET
-of each object a payload row points into. Nothing here writes a row or an object, so
-it is safe on a live cluster; what a live cluster does meanwhile is told apart from
-damage:
+Problems (the check fails): a topic without exactly its partitions 0..n-1; a partition
+whose rows leave a gap or an overlap between its log start and its high watermark, or
+whose ``size_bytes`` is not the sum of its rows; an object a row points to that the
+store does not have, or has at another size; an object whose ``used_bytes`` is not the
+sum of its rows; a row whose bytes lie outside its object; bytes that are not whole
+record batches with good CRCs and records that parse, of the row's producer, holding
+as many offsets as the row says. Notes: objects in the store that no row knows (a crash
+between an upload and its commit leaves one; the collector deletes them after its
+grace period), with their age.
 
-- the catalog is read first and the bucket listed afterwards, so every object the
-  snapshot knows was uploaded before the listing began;
-- the only objects deleted meanwhile are those no row used any more (rows go first,
-  then the collector deletes the objects), so an object missing from the store is a
+Nothing here writes a row or an object, so the check is safe on a live cluster, and
+what a live cluster does while it runs is not taken for damage:
+
+- the catalog is read first, in one read-only REPEATABLE READ snapshot, and the bucket
+  listed afterwards, so every object the snapshot knows was uploaded before the listing;
+- objects are deleted only once no row uses them (rows go first, then the collector
+  deletes the object, then forgets it), so an object missing from the store is a
   problem only if a row still points into it when the catalog is asked again;
-- an object in the store the snapshot does not know is an orphan (a note, never a
-  problem: the collector deletes it after its grace period) unless the catalog knows
-  it when asked again (committed since the snapshot).
-
-What is checked, in the terms of ``catalog.sql``: each topic has its partitions
-0..n-1; each partition's payload rows cover its offsets from the log start to the high
-watermark with no gap and no overlap, and their sizes add up to its ``size_bytes``;
-each object is in the store with the size the catalog recorded, and its ``used_bytes``
-is the sum of the rows pointing into it; each row's byte range lies inside its object,
-and the bytes there are whole RecordBatch v2 batches with good CRCs whose records
-parse and add up to the row's offsets, of the row's producer.
+- an object the snapshot does not know is an orphan only if the catalog does not know
+  it when asked again (it may have been committed since).
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from rustka.errors import CorruptBatch, InvalidBatch
+from psycopg import errors as pg_errors
+
+from rustka.errors import CorruptBatch, InvalidBatch, StorageError
 from rustka.record.batch import crc_ok, decode_records, parse_header
 from rustka.storage.diskless.catalog import Catalog
 from rustka.storage.diskless.object_store import ObjectMissing, ObjectStore
-from rustka.storage.diskless.wal_object import object_key_time_ms
-from rustka.storage.inspect import Problem, Report
+from rustka.storage.diskless.wal_object import UPLOADS_PREFIX, object_key_time_ms
 
-__all__ = ["ClusterReport", "StoredPayload", "payload_problems", "verify_cluster"]
+__all__ = ["ClusterReport", "Row", "payload_problems", "verify_cluster"]
 
-COLLECTOR_GRACE_MS = 10 * 60 * 1000
-"""The collector's grace period for orphans (DisklessEngine.orphan_grace_ms)."""
+SNAPSHOT_TIMEOUT_S = 300
+"""The snapshot's statement timeout: a large catalog takes longer than a broker's commit."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredPayload:
-    """One payload row of the catalog."""
+class Row(NamedTuple):
+    """One payload row of the catalog, as the snapshot reads it."""
 
     topic: str
     partition: int
@@ -63,380 +61,293 @@ class StoredPayload:
 
     @property
     def where(self) -> str:
-        return f"{self.topic}/{self.partition} offsets {self.base_offset}..{self.last_offset}"
+        return (
+            f"{self.topic}-{self.partition} offsets {self.base_offset}..{self.last_offset} "
+            f"in {self.object_key}"
+        )
 
 
 @dataclass
-class ClusterReport(Report):
-    """What the check found; ``files_checked`` counts the objects read."""
-
-    partitions_checked: int = 0
-    payloads_checked: int = 0
-    objects_listed: int = 0
-    orphans: list[dict[str, Any]] = field(default_factory=list)
+class ClusterReport:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    partitions: int = 0
+    rows: int = 0
+    objects: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        result = super().as_json()
-        result.update(
-            partitions_checked=self.partitions_checked,
-            payloads_checked=self.payloads_checked,
-            objects_listed=self.objects_listed,
-            orphans=self.orphans,
-        )
-        return result
-
-    def summary(self) -> str:
-        verdict = "no problems" if not self.problems else f"{len(self.problems)} problem(s)"
-        return (
-            f"checked {self.partitions_checked} partitions, {self.payloads_checked} payloads "
-            f"in {self.files_checked} objects ({self.objects_listed} listed): {verdict}"
-        )
+        return {
+            "ok": not self.problems,
+            "problems": self.problems,
+            "notes": self.notes,
+            "partitions": self.partitions,
+            "rows": self.rows,
+            "objects": self.objects,
+        }
 
 
-def verify_cluster(
-    catalog: Catalog,
-    store: ObjectStore,
-    *,
-    now_ms: int | None = None,
-    orphan_grace_ms: int = COLLECTOR_GRACE_MS,
-) -> ClusterReport:
-    """Check the catalog against the store; see the module docstring. Raises
-    `StorageError` (`CatalogUnavailable`, `ObjectStoreUnavailable`) when either cannot
-    be read at all: then nothing was checked."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+@dataclass
+class _Snapshot:
+    topics: list[tuple[str, int]]
+    bounds: list[tuple[str, int, int, int, int]]
+    rows: list[Row]
+    objects: dict[str, tuple[int, int]]
+    """key -> (size, used bytes)"""
+
+
+def verify_cluster(catalog: Catalog, store: ObjectStore, now: float | None = None) -> ClusterReport:
+    """Check every row and object; change nothing. `StorageError` when the catalog or
+    the store cannot be read at all (then nothing was checked)."""
+    now = time.time() if now is None else now
     report = ClusterReport()
-    snapshot = catalog.verification_snapshot()
-    listed = {key: (size, modified) for key, size, modified in store.list_objects()}
-    report.objects_listed = len(listed)
-    payloads = [StoredPayload(*row) for row in snapshot["batches"]]
-    report.payloads_checked = len(payloads)
-    objects = {key: (size, used) for key, size, used, _created in snapshot["objects"]}
-
-    _check_topics(snapshot["topics"], snapshot["partitions"], report)
-    _check_partitions(snapshot["partitions"], payloads, report)
-    gone = _check_objects(objects, listed, payloads, report)
-    gone |= _check_payloads(store, objects, listed, payloads, report)
-    _report_missing(catalog, gone, payloads, report)
-    _report_orphans(catalog, objects, listed, now, orphan_grace_ms, report)
+    snap = _snapshot(catalog)
+    report.partitions, report.rows, report.objects = (
+        len(snap.bounds),
+        len(snap.rows),
+        len(snap.objects),
+    )
+    _check_topics(report, snap)
+    by_partition: dict[tuple[str, int], list[Row]] = defaultdict(list)
+    for row in snap.rows:
+        by_partition[(row.topic, row.partition)].append(row)
+    for topic, partition, start, end, size in snap.bounds:
+        mine = by_partition.get((topic, partition), [])
+        name = f"{topic}-{partition}"
+        _check_offsets(report, name, start, end, mine)
+        held = sum(row.byte_size for row in mine)
+        if held != size:
+            report.problems.append(f"{name}: size_bytes is {size}, its rows hold {held}")
+    stored = {key: (size, modified) for key, size, modified in store.list_objects()}
+    gone = _check_objects(report, snap, stored)
+    gone |= _check_bytes(report, store, snap.rows, stored)
+    _report_gone(report, catalog, gone)
+    _report_orphans(report, catalog, snap, stored, now)
     return report
 
 
-def _check_topics(
-    topics: Sequence[tuple[Any, ...]], partitions: Sequence[tuple[Any, ...]], report: Report
-) -> None:
+def _snapshot(catalog: Catalog) -> _Snapshot:
+    """Topics, bounds, rows and objects as they were together at one moment."""
+    try:
+        with catalog.session() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, true)",
+                (str(SNAPSHOT_TIMEOUT_S * 1000),),
+            )
+            topics = conn.execute("SELECT name, partitions FROM topics ORDER BY name").fetchall()
+            bounds = conn.execute(
+                "SELECT t.name, p.partition, p.log_start_offset, p.high_watermark, p.size_bytes "
+                "FROM partitions p JOIN topics t USING (topic_id) ORDER BY t.name, p.partition"
+            ).fetchall()
+            rows = conn.execute(
+                "SELECT t.name, b.partition, b.base_offset, b.last_offset, o.object_key, "
+                "b.byte_offset, b.byte_size, b.max_timestamp, b.producer_id, b.producer_epoch, "
+                "b.base_sequence FROM batches b JOIN topics t USING (topic_id) "
+                "JOIN objects o USING (object_id) ORDER BY t.name, b.partition, b.base_offset"
+            ).fetchall()
+            objects = conn.execute("SELECT object_key, size, used_bytes FROM objects").fetchall()
+    except pg_errors.UndefinedTable as e:
+        raise StorageError(
+            f"the database holds no diskless catalog (no broker has started on it): {e}"
+        ) from e
+    return _Snapshot(
+        [(name, count) for name, count in topics],
+        [(t, p, start, end, size) for t, p, start, end, size in bounds],
+        [Row(*row) for row in rows],
+        {key: (size, used) for key, size, used in objects},
+    )
+
+
+def _check_topics(report: ClusterReport, snap: _Snapshot) -> None:
     have: dict[str, list[int]] = defaultdict(list)
-    for topic, partition, *_ in partitions:
+    for topic, partition, *_ in snap.bounds:
         have[topic].append(partition)
-    for name, count in topics:
+    for name, count in snap.topics:
         if sorted(have.get(name, [])) != list(range(count)):
             report.problems.append(
-                Problem(
-                    f"topic {name}",
-                    None,
-                    f"has {count} partitions, but the catalog has rows for partitions "
-                    f"{sorted(have.get(name, []))}",
-                )
+                f"topic {name}: {count} partitions, but rows for partitions "
+                f"{sorted(have.get(name, []))}"
             )
 
 
-def _check_partitions(
-    partitions: Sequence[tuple[Any, ...]], payloads: Sequence[StoredPayload], report: ClusterReport
-) -> None:
-    """Offsets from log start to high watermark covered exactly once; sizes add up."""
-    rows: dict[tuple[str, int], list[StoredPayload]] = defaultdict(list)
-    for payload in payloads:  # in (topic, partition, base offset) order
-        rows[(payload.topic, payload.partition)].append(payload)
-    for topic, partition, log_start, high_watermark, size_bytes in partitions:
-        report.partitions_checked += 1
-        where = f"{topic}/{partition}"
-        mine = rows.get((topic, partition), [])
-        problems = report.problems
-        if not 0 <= log_start <= high_watermark:
-            problems.append(
-                Problem(where, None, f"log start {log_start} is not in 0..{high_watermark}")
+def _check_offsets(report: ClusterReport, name: str, start: int, end: int, rows: list[Row]) -> None:
+    """The rows of one partition cover its offsets from the log start to the high watermark
+    once each (the first row may begin before the log start: DeleteRecords cuts inside it)."""
+    if not 0 <= start <= end:
+        report.problems.append(f"{name}: log start {start} is not in 0..{end}")
+        return
+    if end == start:
+        if any(row.last_offset >= start for row in rows):
+            report.problems.append(f"{name}: rows past its high watermark {end}")
+        return
+    live = [row for row in rows if row.last_offset >= start]
+    if not live:
+        report.problems.append(f"{name}: offsets {start}..{end - 1} have no rows")
+        return
+    if live[0].base_offset > start:
+        report.problems.append(f"{name}: offsets {start}..{live[0].base_offset - 1} have no rows")
+    expected = live[0].last_offset + 1
+    for row in live[1:]:
+        if row.base_offset > expected:
+            report.problems.append(f"{name}: offsets {expected}..{row.base_offset - 1} missing")
+        elif row.base_offset < expected:
+            report.problems.append(
+                f"{name}: offsets {row.base_offset}..{min(expected - 1, row.last_offset)} "
+                "stored twice"
             )
-            continue
-        used = sum(p.byte_size for p in mine)
-        if used != size_bytes:
-            problems.append(
-                Problem(where, None, f"size_bytes is {size_bytes}, its payloads hold {used}")
-            )
-        live = [p for p in mine if p.last_offset >= log_start]
-        below = len(mine) - len(live)
-        if below:
-            report.notes.append(
-                f"{where}: {below} payload row(s) wholly below the log start {log_start}"
-            )
-        expected = log_start
-        for i, payload in enumerate(live):
-            if payload.last_offset < payload.base_offset:
-                problems.append(Problem(where, None, f"{payload.where}: the range is empty"))
-                continue
-            if payload.base_offset > expected:
-                after = "the log start" if i == 0 else "the payload before"
-                problems.append(
-                    Problem(
-                        where,
-                        None,
-                        f"offsets {expected}..{payload.base_offset - 1} are missing: "
-                        f"no payload holds them between {after} and {payload.where}",
-                    )
-                )
-            elif payload.base_offset < expected and i > 0:
-                problems.append(
-                    Problem(
-                        where,
-                        None,
-                        f"{payload.where} overlaps the payload before it, which ends at "
-                        f"{expected - 1}",
-                    )
-                )
-            expected = max(expected, payload.last_offset + 1)
-        if expected < high_watermark:
-            problems.append(
-                Problem(
-                    where,
-                    None,
-                    f"offsets {expected}..{high_watermark - 1} are missing: no payload "
-                    f"holds them between {'the last payload' if live else 'the log start'} "
-                    f"and the high watermark {high_watermark}",
-                )
-            )
-        elif expected > high_watermark:
-            problems.append(
-                Problem(
-                    where,
-                    None,
-                    f"payloads reach offset {expected - 1}, past the high watermark "
-                    f"{high_watermark}",
-                )
-            )
+        expected = max(expected, row.last_offset + 1)
+    if expected != end:
+        report.problems.append(
+            f"{name}: rows end at offset {expected - 1}, the high watermark is {end}"
+        )
 
 
 def _check_objects(
-    objects: dict[str, tuple[int, int]],
-    listed: dict[str, tuple[int, float]],
-    payloads: Sequence[StoredPayload],
-    report: Report,
+    report: ClusterReport, snap: _Snapshot, stored: dict[str, tuple[int, float]]
 ) -> set[str]:
-    """Each catalog object's size and used bytes; the keys absent from the store."""
+    """Each catalog object's size and used bytes; the keys the store does not have."""
     used: dict[str, int] = defaultdict(int)
-    for payload in payloads:
-        used[payload.object_key] += payload.byte_size
+    for row in snap.rows:
+        used[row.object_key] += row.byte_size
     gone: set[str] = set()
-    for key, (size, used_bytes) in objects.items():
+    for key, (size, used_bytes) in sorted(snap.objects.items()):
         if used_bytes != used.get(key, 0):
             report.problems.append(
-                Problem(
-                    key,
-                    None,
-                    f"used_bytes is {used_bytes}, the payload rows in it hold {used.get(key, 0)}",
-                )
+                f"object {key}: used_bytes is {used_bytes}, its rows hold {used.get(key, 0)}"
             )
-        if key not in listed:
+        if key not in stored:
             gone.add(key)
-        elif listed[key][0] != size:
+        elif stored[key][0] != size:
             report.problems.append(
-                Problem(key, None, f"the store holds {listed[key][0]} bytes, the catalog {size}")
+                f"object {key}: {stored[key][0]} bytes in the store, {size} in the catalog"
             )
     return gone
 
 
-def _check_payloads(
+def _check_bytes(
+    report: ClusterReport,
     store: ObjectStore,
-    objects: dict[str, tuple[int, int]],
-    listed: dict[str, tuple[int, float]],
-    payloads: Sequence[StoredPayload],
-    report: Report,
+    rows: list[Row],
+    stored: dict[str, tuple[int, float]],
 ) -> set[str]:
-    """Each row's range and bytes, reading each object once; the objects found gone."""
-    by_object: dict[str, list[StoredPayload]] = defaultdict(list)
-    for payload in payloads:
-        by_object[payload.object_key].append(payload)
+    """Each row's bytes: inside its object, whole batches as `payload_problems` wants
+    them. Each object is read once; the objects found gone meanwhile."""
+    by_object: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_object[row.object_key].append(row)
     gone: set[str] = set()
-    for key, mine in by_object.items():
-        if key not in listed:
-            gone.add(key)
-            continue
-        size = min(objects[key][0], listed[key][0])
-        inside = []
-        for payload in mine:
-            start, length = payload.byte_offset, payload.byte_size
-            if start < 0 or length <= 0 or start + length > size:
-                report.problems.append(
-                    Problem(
-                        key,
-                        start,
-                        f"{payload.where}: bytes {start}..{start + length - 1} are not inside "
-                        f"the object's {size} bytes",
-                    )
-                )
-            else:
-                inside.append(payload)
-        if not inside:
+    for key, its_rows in sorted(by_object.items()):
+        if key not in stored:
             continue
         try:
             data = store.get(key)
         except ObjectMissing:
             gone.add(key)
             continue
-        report.files_checked += 1
-        for payload in inside:
-            chunk = data[payload.byte_offset : payload.byte_offset + payload.byte_size]
-            for at, message in payload_problems(chunk, payload):
+        for row in its_rows:
+            offset, size = row.byte_offset, row.byte_size
+            if offset < 0 or offset + size > len(data) or size <= 0:
                 report.problems.append(
-                    Problem(key, payload.byte_offset + at, f"{payload.where}: {message}")
+                    f"{row.where}: bytes {offset}..{offset + size} outside the object's {len(data)}"
                 )
+                continue
+            for problem in payload_problems(data[offset : offset + size], row):
+                report.problems.append(f"{row.where}: {problem}")
     return gone
 
 
-def payload_problems(data: bytes, payload: StoredPayload) -> list[tuple[int, str]]:
-    """What is wrong with a payload's bytes, as (position in ``data``, why): they must
-    be whole RecordBatch v2 batches with good CRCs and parsing records, of the row's
-    producer, whose records number the row's offsets."""
-    problems: list[tuple[int, str]] = []
+def payload_problems(payload: bytes, row: Row) -> list[str]:
+    """What is wrong with a row's bytes: they must be whole RecordBatch v2 batches with
+    good CRCs and records that parse, of the row's producer, holding as many offsets as
+    the row says, with the row's max timestamp."""
+    problems: list[str] = []
     pos = 0
-    records = 0
+    count = 0
     max_timestamp: int | None = None
-    first = True
-    while pos < len(data):
+    while pos < len(payload):
         try:
-            header = parse_header(data, pos)
-        except InvalidBatch as e:
-            problems.append((pos, f"not a RecordBatch v2: {e}"))
-            return problems
-        if pos + header.size > len(data):
-            problems.append(
-                (pos, f"a batch of {header.size} bytes runs past the payload's {len(data)}")
-            )
-            return problems
-        if not crc_ok(data, pos, header):
-            problems.append((pos, "CRC-32C mismatch"))
+            header = parse_header(payload, pos)
+        except InvalidBatch:
+            return [*problems, f"not whole record batches (stops at byte {pos})"]
+        if pos + header.size > len(payload):
+            return [*problems, f"not whole record batches (stops at byte {pos})"]
+        if not crc_ok(payload, pos, header):
+            problems.append(f"a batch fails its CRC (at byte {pos})")
         else:
             try:
-                count = len(decode_records(data, pos, verify=False))
+                records = len(decode_records(payload, pos, verify=False))
             except (CorruptBatch, InvalidBatch) as e:
-                problems.append((pos, f"records do not parse: {e}"))
+                problems.append(f"the records at byte {pos} do not parse: {e}")
             else:
-                if count != header.record_count:
+                if records != header.record_count:
                     problems.append(
-                        (pos, f"{count} records, the batch header says {header.record_count}")
+                        f"{records} records at byte {pos}, its header says {header.record_count}"
                     )
-        if (header.producer_id, header.producer_epoch) != (
-            payload.producer_id,
-            payload.producer_epoch,
-        ):
+        if (header.producer_id, header.producer_epoch) != (row.producer_id, row.producer_epoch):
             problems.append(
-                (
-                    pos,
-                    f"producer {header.producer_id} epoch {header.producer_epoch}, the row "
-                    f"says {payload.producer_id} epoch {payload.producer_epoch}",
-                )
+                f"producer {header.producer_id} epoch {header.producer_epoch} at byte {pos}, "
+                f"the row says {row.producer_id} epoch {row.producer_epoch}"
             )
-        if first and header.base_sequence != payload.base_sequence:
+        if pos == 0 and header.base_sequence != row.base_sequence:
             problems.append(
-                (
-                    pos,
-                    f"base sequence {header.base_sequence}, the row says {payload.base_sequence}",
-                )
+                f"base sequence {header.base_sequence}, the row says {row.base_sequence}"
             )
-        first = False
-        records += header.last_offset_delta + 1
+        count += header.last_offset_delta + 1
         if max_timestamp is None or header.max_timestamp > max_timestamp:
             max_timestamp = header.max_timestamp
         pos += header.size
-    wanted = payload.last_offset - payload.base_offset + 1
-    if records != wanted:
-        problems.append((0, f"the batches hold {records} offsets, the row {wanted}"))
-    if max_timestamp is not None and max_timestamp != payload.max_timestamp:
-        problems.append((0, f"max timestamp {max_timestamp}, the row says {payload.max_timestamp}"))
+    if count != row.last_offset - row.base_offset + 1:
+        problems.append(f"the batches hold {count} offsets")
+    if max_timestamp is not None and max_timestamp != row.max_timestamp:
+        problems.append(f"max timestamp {max_timestamp}, the row says {row.max_timestamp}")
     return problems
 
 
-def _report_missing(
-    catalog: Catalog, gone: set[str], payloads: Sequence[StoredPayload], report: Report
-) -> None:
-    """Objects the snapshot knew and the store has not: damage if a row still uses them."""
+def _report_gone(report: ClusterReport, catalog: Catalog, gone: set[str]) -> None:
+    """Objects the snapshot knew and the store has not: damage if a row still uses them,
+    else the collector at work (it deletes an unused object, then forgets it)."""
     if not gone:
         return
-    in_use = catalog.objects_in_use(sorted(gone))
-    users: dict[str, list[StoredPayload]] = defaultdict(list)
-    for payload in payloads:
-        if payload.object_key in in_use:
-            users[payload.object_key].append(payload)
+    with catalog.session() as conn:
+        in_use = {
+            key
+            for (key,) in conn.execute(
+                "SELECT DISTINCT o.object_key FROM objects o JOIN batches b USING (object_id) "
+                "WHERE o.object_key = ANY(%s)",
+                (sorted(gone),),
+            ).fetchall()
+        }
     for key in sorted(gone):
         if key in in_use:
-            mine = users.get(key, [])
-            partitions = sorted({f"{p.topic}/{p.partition}" for p in mine})
-            report.problems.append(
-                Problem(
-                    key,
-                    None,
-                    f"missing from the store; {len(mine)} payload row(s) of "
-                    f"{', '.join(partitions) or 'some partition'} point into it",
-                )
-            )
+            report.problems.append(f"object {key}: in the catalog, missing from the store")
         else:
             report.notes.append(
-                f"{key}: listed in the catalog but gone from the store; no row uses it "
+                f"object {key}: in the catalog, gone from the store, used by no row "
                 "(the collector is deleting it)"
             )
 
 
 def _report_orphans(
-    catalog: Catalog,
-    objects: dict[str, tuple[int, int]],
-    listed: dict[str, tuple[int, float]],
-    now_ms: int,
-    grace_ms: int,
     report: ClusterReport,
+    catalog: Catalog,
+    snap: _Snapshot,
+    stored: dict[str, tuple[int, float]],
+    now: float,
 ) -> None:
-    """Objects in the store the catalog does not know: notes, with their age."""
-    foreign = 0
-    unknown: list[str] = []
-    for key in listed:
-        if key in objects:
-            continue
-        if object_key_time_ms(key) is None:
-            foreign += 1
-        else:
-            unknown.append(key)
+    """Uploads' objects no row knows: notes with their age."""
+    unknown = [
+        key
+        for key in sorted(stored)
+        if key not in snap.objects
+        and key.startswith(UPLOADS_PREFIX)
+        and object_key_time_ms(key) is not None
+    ]
     if unknown:
-        known_now = catalog.known_objects(unknown)
-        unknown = [key for key in unknown if key not in known_now]
+        committed_since = catalog.known_objects(unknown)
+        unknown = [key for key in unknown if key not in committed_since]
     for key in unknown:
-        size, modified = listed[key]
-        age_ms = max(0, now_ms - int(modified * 1000))
-        collectable = age_ms >= grace_ms
-        report.orphans.append(
-            {"key": key, "size": size, "age_ms": age_ms, "collectable": collectable}
-        )
-        when = (
-            "the collector deletes it"
-            if collectable
-            else f"the collector deletes it once it is {format_age(grace_ms)} old, unless "
-            "its commit is still on its way"
-        )
+        size, modified = stored[key]
         report.notes.append(
-            f"orphan {key}: {size} bytes, {format_age(age_ms)} old, no catalog row knows it; {when}"
+            f"object {key}: {size} bytes that no row knows, {max(0, int(now - modified))} s "
+            "old (an upload whose commit never came; the collector deletes it)"
         )
-    if foreign:
-        report.notes.append(
-            f"{foreign} object(s) under the prefix are not uploads' keys (wal/<time>-...): "
-            "not the cluster's, left alone"
-        )
-
-
-def format_age(ms: int) -> str:
-    """``2d3h``, ``4m10s``, ``900ms``: the two largest units."""
-    if ms < 1000:
-        return f"{ms}ms"
-    seconds = ms // 1000
-    parts: list[str] = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size or parts:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-        if len(parts) == 2:
-            break
-    return "".join(p for p in parts if not p.startswith("0")) or "0s"

@@ -51,6 +51,10 @@ async def test_overview_counts_and_rates(console: Console) -> None:
     assert overview["topics"] == 1 and overview["partitions"] == 2
     assert overview["totals"]["records_in"] >= ORDERS + 2 + 5
     assert "retention" in overview["background_failures"]
+    # A broker alone is the cluster's one broker and leads every partition.
+    assert overview["brokers"] == [
+        {"node_id": 0, "address": "", "this": True, "coordinator": True, "leads": 2}
+    ]
     assert overview["rates"], "two samples make at least one rate"
     # the sampler also runs on its own every 0.2 s: the burst is in one of the points
     assert max(point["records_in"] for point in overview["rates"]) > 0

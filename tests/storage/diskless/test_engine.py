@@ -130,3 +130,28 @@ def test_diskless_enable_cannot_change_either_way(engine: DisklessEngine, tmp_pa
         "diskless.enable": "true",
         "retention.ms": "1",
     }
+
+
+def test_a_topic_created_here_while_the_catalog_is_read_is_not_taken_for_deleted(
+    engine: DisklessEngine,
+) -> None:
+    """The refresh reads the catalog on the pool while the reactor may be adding a topic
+    this broker just created: it is in neither the catalog's answer nor gone."""
+
+    def resolve(overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig(diskless_enable=True)
+
+    registry = DisklessTopics(engine, resolve)
+    topics: dict[str, Topic] = {}
+    catalog_topics = engine.catalog.topics
+
+    def read_then_created_here() -> dict[str, object]:
+        rows = catalog_topics()
+        topics["late"] = registry.create("late", 1, {"diskless.enable": "true"})
+        return rows  # type: ignore[return-value]
+
+    engine.catalog.topics = read_then_created_here  # type: ignore[method-assign]
+    found = registry.refresh(topics)
+    assert found.gone == [] and "late" in topics
+    engine.catalog.topics = catalog_topics  # type: ignore[method-assign]
+    assert registry.refresh(topics).gone == []

@@ -192,7 +192,9 @@ function overviewPage(main) {
   ]);
   const cards = el("div", { class: "cards", id: "overview-cards" });
   const failures = el("div", { id: "failures" });
-  main.append(el("h1", {}, "Overview"), cards, el("h2", {}, "Produce and fetch rates"), chart.node,
+  const brokers = el("div", { id: "brokers" });
+  main.append(el("h1", {}, "Overview"), cards, el("h2", {}, "Brokers"), brokers,
+    el("h2", {}, "Produce and fetch rates"), chart.node,
     el("h2", {}, "Background failures"), failures);
   return async () => {
     const o = await api("/api/overview");
@@ -204,6 +206,11 @@ function overviewPage(main) {
       card("Kafka connections", o.connections.kafka, "conn-kafka"),
       card("Topics", o.topics, "topic-count"), card("Partitions", o.partitions, "partition-count"),
       card("Groups", o.groups, "group-count"), card("Records in", o.totals.records_in, "records-in"));
+    clear(brokers);
+    brokers.append(table(["Broker", "Address", "Group coordinator", { label: "Partitions led", num: true }],
+      o.brokers.map(b => el("tr", { "data-broker": String(b.node_id) },
+        td(String(b.node_id) + (b.this ? " (this one)" : "")), td(b.address),
+        td(b.coordinator ? "yes" : ""), td(b.leads, true))), "brokers-table"));
     clear(failures);
     failures.append(table(["Task", { label: "Failures", num: true }],
       Object.entries(o.background_failures).map(([k, v]) => el("tr", {}, td(k), td(v, true)))));
