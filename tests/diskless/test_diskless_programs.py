@@ -182,12 +182,36 @@ async def test_kcat_compressed_batches_are_stored_in_the_objects_as_kcat_built_t
             ),
             90,
         )
+        # kcat starting at a time (ListOffsets by timestamp): the first record of the
+        # second run, the first whose timestamp reaches that record's.
+        second_run = int(out.splitlines()[60].split("\t")[3])
+        from_time = await within(
+            threads.deferToThread(
+                rc.kcat,
+                "-b",
+                broker.address,
+                "-C",
+                "-t",
+                "lines",
+                "-p",
+                "0",
+                "-o",
+                f"s@{second_run}",
+                "-c",
+                "1",
+                "-q",
+                "-f",
+                "%o\n",
+            ),
+            90,
+        )
     finally:
         await broker.stop()
 
     read = [line.split("\t") for line in out.splitlines()]
     sent = [line.split(":", 1) for line in KCAT_LINES]
     assert [(int(o), k, v) for o, k, v, _ in read] == [(i, k, v) for i, (k, v) in enumerate(sent)]
+    assert int(from_time) == 60
     assert not (tmp_path / "data" / "lines").exists()
     assert catalog_rows(
         postgres_dsn,
