@@ -31,6 +31,8 @@ from rustka.storage.producer_state import AbortedTxn, ProducerStateManager
 __all__ = ["DisklessPartition"]
 
 _NO_CLEANING = CleanerCheckpoint()
+#: A byte budget no partition reaches: find_batches then pages by its row limit alone.
+_WHOLE_PARTITION = 1 << 62
 
 
 class DisklessPartition:
@@ -178,15 +180,32 @@ class DisklessPartition:
         return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """Kafka's ListOffsets by time: the first record at or after ``timestamp``."""
-        hit = self.engine.catalog.offset_for_timestamp(self.topic, self.index, timestamp)
+        """Kafka's ListOffsets by time: the first record at or above the log start whose
+        timestamp reaches ``timestamp``.
+
+        DeleteRecords can put the log start inside a payload, so the payload the catalog
+        finds may reach the time only with records below it; the answer is then in the
+        first later payload that reaches it.
+        """
+        catalog = self.engine.catalog
+        hit = catalog.offset_for_timestamp(self.topic, self.index, timestamp)
         if hit is None:
             return None
-        for record in _records(self.engine.read(self.topic, self.index, hit[0], 1), hit[0]):
-            if record.timestamp is not None and record.timestamp >= timestamp:
-                assert record.offset is not None
-                return record.offset, record.timestamp
-        return None
+        offset = max(hit[0], self.refresh()[0])
+        while True:
+            locations = catalog.find_batches(self.topic, self.index, offset, _WHOLE_PARTITION)
+            if not locations:
+                return None
+            for location in locations:
+                if location.max_timestamp < timestamp:
+                    continue
+                start = max(location.base_offset, offset)
+                data = self.engine.read(self.topic, self.index, start, 1)
+                for record in _records(data, start):
+                    if record.timestamp is not None and record.timestamp >= timestamp:
+                        assert record.offset is not None
+                        return record.offset, record.timestamp
+            offset = locations[-1].last_offset + 1
 
     # -- producers and transactions --------------------------------------------------------
 
