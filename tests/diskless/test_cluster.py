@@ -28,16 +28,21 @@ LEASE_MS = 2000
 async def cluster_of_two(tmp_path: Path, dsn: str, place: S3Place) -> list[RunningBroker]:
     settings = diskless_settings(dsn, place, cluster_lease_ms=LEASE_MS)
     brokers = [await start_broker(tmp_path / f"b{i}", **settings, broker_id=i) for i in (1, 2)]
+    await all_live(brokers, (1, 2))
+    return brokers
+
+
+async def all_live(brokers: list[RunningBroker], ids: tuple[int, ...]) -> None:
+    """Wait until every broker's last heartbeat saw exactly ``ids`` live."""
     await reactor_turns(
         lambda: all(
             b.broker.cluster is not None
             and b.broker.cluster.view is not None
-            and b.broker.cluster.view.live_ids == (1, 2)
+            and b.broker.cluster.view.live_ids == ids
             for b in brokers
         ),
         30,
     )
-    return brokers
 
 
 def cluster_metadata(bootstrap: str) -> tuple[dict[int, int], dict[str, list[int]]]:

@@ -14,7 +14,8 @@ from twisted.internet import threads
 
 from rustka.security.acl import Operation
 from rustka.security.acl_store import ACL_FILE, save_acls
-from tests.conftest import reactor_turns, start_broker, within
+from tests.conftest import start_broker, within
+from tests.diskless.test_cluster import all_live
 from tests.diskless.test_diskless_clients import diskless_settings
 from tests.kafka.test_authorization_clients import T, acl, add_users
 from tests.services.seaweed import S3Place
@@ -115,21 +116,11 @@ async def test_users_and_acls_made_through_one_broker_hold_at_the_other(
     one = await start_broker(first_dir, **settings, broker_id=1)
     brokers = [one]
     try:
-        await reactor_turns(
-            lambda: one.broker.cluster is not None and one.broker.cluster.view is not None, 30
-        )
+        await all_live(brokers, (1,))
         # Broker 2 starts with no users and no ACLs of its own.
         two = await start_broker(tmp_path / "b2", **settings, broker_id=2)
         brokers.append(two)
-        await reactor_turns(
-            lambda: all(
-                b.broker.cluster is not None
-                and b.broker.cluster.view is not None
-                and b.broker.cluster.view.live_ids == (1, 2)
-                for b in brokers
-            ),
-            30,
-        )
+        await all_live(brokers, (1, 2))
         await within(threads.deferToThread(admin_changes, two.address), 90)
         # alice and her ACL came from broker 1's files; carol and hers through broker 2.
         assert (

@@ -81,17 +81,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     report = check_data_dir(Path(args.data_dir), topic_config_problem)
     if Path(args.data_dir).is_dir():
         _check_security_files(Path(args.data_dir), report)
-    if args.json:
-        json.dump(report.as_json(), out, indent=1)
-        out.write("\n")
-    else:
-        for problem in report.problems:
-            out.write(f"problem: {problem}\n")
-        for note in report.notes:
-            out.write(f"note: {note}\n")
-        verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
-        out.write(f"checked {report.files_checked} files: {verdict}\n")
-    return EXIT_PROBLEMS if report.problems else EXIT_OK
+    return _report(args, out, report, f"{report.files_checked} files")
 
 
 def _check_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -129,6 +119,12 @@ def _check_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except StorageError as e:
         err.write(f"rustka: {e}\n")
         return EXIT_USAGE
+    what = f"{report.partitions} partitions, {report.rows} rows, {report.objects} objects"
+    return _report(args, out, report, what)
+
+
+def _report(args: argparse.Namespace, out: TextIO, report: Any, checked: str) -> int:
+    """A check's answer, as JSON or as lines (problems, notes, a verdict); its exit code."""
     if args.json:
         json.dump(report.as_json(), out, indent=1)
         out.write("\n")
@@ -138,10 +134,7 @@ def _check_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for note in report.notes:
             out.write(f"note: {note}\n")
         verdict = "no problems" if not report.problems else f"{len(report.problems)} problem(s)"
-        out.write(
-            f"checked {report.partitions} partitions, {report.rows} rows, "
-            f"{report.objects} objects: {verdict}\n"
-        )
+        out.write(f"checked {checked}: {verdict}\n")
     return EXIT_PROBLEMS if report.problems else EXIT_OK
 
 
