@@ -106,3 +106,18 @@ async def test_acquire_acknowledge_expire_and_survive_a_new_coordinator(
     assert not c2.is_share_group("g")
     c2.close()
     log2.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_broker_core_builds_the_share_coordinator_on_its_state_log(
+    broker: RunningBroker,
+) -> None:
+    core = broker.broker
+    share = core.share_groups
+    assert share is not None and core.share_state is not None
+    await within(core.create_topic("w", 1))
+    await within(core.append("w", 0, batch(b"a", b"b"), auto_create=False))
+    share.set_auto_offset_reset("g", "earliest")
+    got = await within(share.acquire("g", "m", "w", 0, 10))
+    assert got.records == 2
+    assert core.share_state.state[("g", "w", 0)].records == {0: (0, 1), 1: (0, 1)}
