@@ -274,6 +274,48 @@ class Config:
     group_max_session_timeout_ms: int = setting(
         Kind.DURATION, 1_800_000, "Longest session timeout a member may ask for.", _GROUPS
     )
+    share_auto_offset_reset: str = setting(
+        Kind.CHOICE,
+        "latest",
+        "Where a share group starts reading a partition it never read (Kafka's group "
+        "config share.auto.offset.reset): latest or earliest.",
+        _GROUPS,
+        choices=("latest", "earliest"),
+    )
+    share_record_lock_duration_ms: int = setting(
+        Kind.DURATION,
+        30_000,
+        "How long a share-group member holds the records it acquired before they are "
+        "offered again (Kafka's group.share.record.lock.duration.ms).",
+        _GROUPS,
+        minimum=100,
+        maximum=3_600_000,
+    )
+    share_delivery_count_limit: int = setting(
+        Kind.INT,
+        5,
+        "Deliveries of a record to a share group after which it is archived instead of "
+        "offered again (Kafka's group.share.delivery.count.limit).",
+        _GROUPS,
+        minimum=1,
+        maximum=100,
+    )
+    share_session_timeout_ms: int = setting(
+        Kind.DURATION,
+        45_000,
+        "How long a share-group member may go without a heartbeat before it is removed "
+        "and its records released (Kafka's group.share.session.timeout.ms).",
+        _GROUPS,
+        minimum=1,
+    )
+    share_heartbeat_interval_ms: int = setting(
+        Kind.DURATION,
+        5_000,
+        "How often share-group members are told to heartbeat (Kafka's "
+        "group.share.heartbeat.interval.ms).",
+        _GROUPS,
+        minimum=1,
+    )
     transaction_max_timeout_ms: int = setting(
         Kind.DURATION,
         900_000,

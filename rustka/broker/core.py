@@ -87,7 +87,7 @@ from rustka.broker.produce import (
     lane_writer,
 )
 from rustka.broker.reads import EARLIEST, LATEST, FetchPosition, OffsetAtTime, ReadResult, Reads
-from rustka.broker.share_groups import ShareGroupCoordinator
+from rustka.broker.share_groups import ShareGroupCoordinator, ShareSettings
 from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.broker.topic_admin import PartitionInfo, TopicAdmin, TopicInfo
 from rustka.broker.transactions import TransactionCoordinator
@@ -293,8 +293,20 @@ class Broker:
 
         def ready(state_log: ShareStateLog) -> T:
             self.share_state = state_log
+            config = self.config
+            settings = ShareSettings(
+                session_timeout_ms=config.share_session_timeout_ms,
+                heartbeat_interval_ms=config.share_heartbeat_interval_ms,
+                lock_duration_ms=config.share_record_lock_duration_ms,
+                delivery_count_limit=config.share_delivery_count_limit,
+                auto_offset_reset=config.share_auto_offset_reset,
+            )
             self.share_groups = ShareGroupCoordinator(
-                self.reactor, self, state_log, classic_has_members=self.groups.has_active_members
+                self.reactor,
+                self,
+                state_log,
+                settings=settings,
+                classic_has_members=self.groups.has_active_members,
             )
             return opened
 

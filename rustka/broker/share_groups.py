@@ -232,7 +232,9 @@ class ShareGroupCoordinator:
             if member is None:
                 return HeartbeatResult(E.UNKNOWN_MEMBER_ID, member_id, -1)
             assert group is not None
-            self._remove_member(group, member)
+            # Its records stay acquired: a leaving client closes its share session next,
+            # with its last acknowledgements (`close_session` releases what is left).
+            self._remove_member(group, member, release=False)
             return HeartbeatResult(E.NONE, member_id, -1, self.settings.heartbeat_interval_ms)
         if member_epoch == 0:
             if subscribed_topics is None:
@@ -306,12 +308,15 @@ class ShareGroupCoordinator:
             )
             self._remove_member(group, member)
 
-    def _remove_member(self, group: _Group, member: _Member) -> None:
+    def _remove_member(self, group: _Group, member: _Member, *, release: bool = True) -> None:
         del group.members[member.member_id]
         if member.timer is not None and member.timer.active():
             member.timer.cancel()
         self._reassign(group)
-        self._release_everywhere(group.group_id, member.member_id)
+        if release:
+            self._release_everywhere(group.group_id, member.member_id).addErrback(
+                lambda f: log.failure("share state: writing released records failed", f)
+            )
 
     def close_session(self, group_id: str, member_id: str) -> defer.Deferred[None]:
         """The member closed its share session: its acquired records go back (durably)."""
@@ -324,6 +329,12 @@ class ShareGroupCoordinator:
             if key[0] == group_id and part.initialized
         ]
         return self._append(changes)
+
+    def assignment_of(self, group_id: str, member_id: str) -> dict[str, list[int]]:
+        """A member's current assignment (topic -> partitions); empty if unknown."""
+        group = self._groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        return {} if member is None else {t: list(p) for t, p in member.assignment.items()}
 
     def describe(self, group_id: str) -> ShareGroupDescription:
         group = self._groups.get(group_id)

@@ -27,6 +27,7 @@ from rustka.kafka import (
     group_handlers,
     handlers,
     sasl_handlers,
+    share_group_handlers,
     txn_handlers,
 )
 from rustka.kafka.authorization import GUARDS, unchanged
@@ -77,6 +78,10 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.DESCRIBE_ACLS: acl_handlers.describe_acls,
         ApiKey.CREATE_ACLS: acl_handlers.create_acls,
         ApiKey.DELETE_ACLS: acl_handlers.delete_acls,
+        ApiKey.SHARE_GROUP_HEARTBEAT: share_group_handlers.share_group_heartbeat,
+        ApiKey.SHARE_GROUP_DESCRIBE: share_group_handlers.share_group_describe,
+        ApiKey.SHARE_FETCH: share_group_handlers.share_fetch,
+        ApiKey.SHARE_ACKNOWLEDGE: share_group_handlers.share_acknowledge,
     }
 )
 """API key -> its handler, for every API `rustka.kafka.messages` declares."""

@@ -671,6 +671,45 @@ def _acl_changes(request: str, results: str, empty: Mapping[str, Any]) -> Guard:
     return guard
 
 
+# -- share groups (KIP-932) -------------------------------------------------------------
+
+
+def _share_groups_describe(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """ShareGroupDescribe: DESCRIBE on each group."""
+    names: list[str] = body.get("group_ids") or []
+    allowed = [g for g in names if gate.allows(DESCRIBE, GROUP, g)]
+    denied = [
+        {"group_id": g, "error_code": E.GROUP_AUTHORIZATION_FAILED}
+        for g in names
+        if g not in allowed
+    ]
+
+    def finish(response: Body | None) -> Body:
+        response = {"groups": []} if response is None else response
+        response["groups"] = [*response.get("groups", ()), *denied]
+        return response
+
+    return ({**body, "group_ids": allowed} if allowed else None), finish
+
+
+def _share_read(
+    ctx: RequestContext, gate: Gate, version: int, body: Body
+) -> tuple[Body | None, Finish]:
+    """ShareFetch and ShareAcknowledge: READ on the group and on every topic named (by
+    id); any refusal refuses the whole request (docs/kafka.md, "Share groups (KIP-932)")."""
+    from rustka.kafka.topic_ids import topic_names
+
+    if not gate.allows(READ, GROUP, body.get("group_id") or ""):
+        return None, _fixed({"error_code": E.GROUP_AUTHORIZATION_FAILED, "responses": []})
+    ids = [t["topic_id"] for t in body.get("topics") or ()]
+    names = topic_names(ids, [t.name for t in ctx.broker.topics_snapshot()])
+    if all(gate.allows(READ, TOPIC, name) for name in names.values()):
+        return body, unchanged
+    return None, _fixed({"error_code": E.TOPIC_AUTHORIZATION_FAILED, "responses": []})
+
+
 _CLUSTER_DENIED = {
     "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
     "error_message": _message(DESCRIBE, "the cluster"),
@@ -724,6 +763,10 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.DESCRIBE_ACLS: _cluster(DESCRIBE, {**_CLUSTER_DENIED, "resources": []}),
         ApiKey.CREATE_ACLS: _acl_changes("creations", "results", {}),
         ApiKey.DELETE_ACLS: _acl_changes("filters", "filter_results", {"matching_acls": []}),
+        ApiKey.SHARE_GROUP_HEARTBEAT: _group_member,
+        ApiKey.SHARE_GROUP_DESCRIBE: _share_groups_describe,
+        ApiKey.SHARE_FETCH: _share_read,
+        ApiKey.SHARE_ACKNOWLEDGE: _share_read,
     }
 )
 """API key -> its guard; `rustka.kafka.apis` refuses to start without one per handler."""

@@ -28,6 +28,7 @@ from rustka.kafka import txn_handlers
 from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
+from rustka.kafka.topic_ids import topic_id, topic_names
 from rustka.record.header import (
     ATTRIBUTES_LOW_AT,
     CODEC_MASK,
@@ -90,6 +91,7 @@ def _topic_metadata(name: str, leaders: list[int]) -> Body:
     return {
         "error_code": 0,
         "name": name,
+        "topic_id": topic_id(name),
         "is_internal": False,
         "partitions": [_partition_metadata(i, leader) for i, leader in enumerate(leaders)],
     }
@@ -102,7 +104,12 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
     if requested is None or (version == 0 and not requested):
         names = None
     else:
-        names = [t["name"] for t in requested]
+        # v10+ may name a topic by id alone (rustka.kafka.topic_ids).
+        by_id = topic_names(
+            [t["topic_id"] for t in requested if t.get("name") is None],
+            [t.name for t in broker.topics_snapshot()],
+        )
+        names = [t["name"] or by_id.get(t["topic_id"], "") for t in requested]
     allow_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
     host, port = advertised_address(ctx)
     cluster = ClusterMap.of(broker, host, port)

@@ -76,7 +76,7 @@ EXPECTED_TABLE = {
     29: ("DescribeAcls", 0, 3, 2),
     30: ("CreateAcls", 0, 3, 2),
     31: ("DeleteAcls", 0, 3, 2),
-    3: ("Metadata", 0, 8, 9),
+    3: ("Metadata", 0, 12, 9),
     0: ("Produce", 3, 8, 9),
     1: ("Fetch", 4, 11, 12),
     2: ("ListOffsets", 1, 5, 6),
@@ -116,6 +116,11 @@ EXPECTED_TABLE = {
     36: ("SaslAuthenticate", 0, 2, 2),
     50: ("DescribeUserScramCredentials", 0, 0, 0),
     51: ("AlterUserScramCredentials", 0, 0, 0),
+    # Share groups (docs/kafka.md, "Share groups (KIP-932)"): v1 only, the stable version.
+    76: ("ShareGroupHeartbeat", 1, 1, 0),
+    77: ("ShareGroupDescribe", 1, 1, 0),
+    78: ("ShareFetch", 1, 1, 0),
+    79: ("ShareAcknowledge", 1, 1, 0),
 }
 
 
@@ -168,6 +173,16 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         # OffsetFetch v6-7: v7's require_stable (KIP-447) for read_committed consumers.
         (9, 6),
         (9, 7),
+        # Metadata v9-12: v10+ carry topic ids (rustka.kafka.topic_ids).
+        (3, 9),
+        (3, 10),
+        (3, 11),
+        (3, 12),
+        # Share groups (KIP-932): v1 only.
+        (76, 1),
+        (77, 1),
+        (78, 1),
+        (79, 1),
     }
 
 
@@ -236,6 +251,8 @@ def req_header(key: int, version: int) -> str:
 RESP_HEADER = "00000001"  # response header v0: correlation id 1
 
 TOPIC_T = "0001 74"  # string "t"
+U = "00112233445566778899aabbccddeeff"  # a topic id (uuid)
+UUID_U = bytes.fromhex(U)
 CONSUMER = "0008 636f6e73756d6572"  # string "consumer"
 RANGE = "0005 72616e6765"  # string "range"
 
@@ -550,6 +567,35 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
          "committed_metadata": "m"}]}]},
      "0001 67 ffffffff 0000 00000001 " + TOPIC_T
      + " 00000001 00000000 0000000000000001 00000004 0001 6d"),
+    # Metadata v10-12 (flexible): topics named by id too; v11 drops the cluster's
+    # authorized operations, v12 lets a topic go by id alone (null name).
+    (3, 10, {"topics": [{"topic_id": UUID_U, "name": "t"}]},
+     "02 " + U + " 0274 00 01 00 00 00"),
+    (3, 11, {"topics": [{"topic_id": UUID_U, "name": "t"}]},
+     "02 " + U + " 0274 00 01 00 00"),
+    (3, 12, {"topics": [{"topic_id": UUID_U, "name": None}],
+             "allow_auto_topic_creation": False},
+     "02 " + U + " 00 00 00 00 00"),
+    # Share groups (KIP-932), v1.
+    (76, 1, {"group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
+             "subscribed_topic_names": ["t"]},
+     "0267 026d 00000000 00 02 0274 00"),
+    (77, 1, {"group_ids": ["g"], "include_authorized_operations": False}, "02 0267 00 00"),
+    (78, 1, {"group_id": "g", "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 500,
+             "min_bytes": 1, "max_bytes": 1048576, "max_records": 500, "batch_size": 500,
+             "topics": [{"topic_id": UUID_U, "partitions": [
+                 {"partition_index": 0, "acknowledgement_batches": [
+                     {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}],
+             "forgotten_topics_data": []},
+     "0267 026d 00000000 000001f4 00000001 00100000 000001f4 000001f4"
+     " 02 " + U + " 02 00000000 02 0000000000000000 0000000000000001 02 01 00 00 00"
+     " 01 00"),
+    (79, 1, {"group_id": "g", "member_id": "m", "share_session_epoch": 1,
+             "topics": [{"topic_id": UUID_U, "partitions": [
+                 {"partition_index": 0, "acknowledgement_batches": [
+                     {"first_offset": 2, "last_offset": 2, "acknowledge_types": [3]}]}]}]},
+     "0267 026d 00000001 02 " + U + " 02 00000000 02 0000000000000002 0000000000000002"
+     " 02 03 00 00 00 00"),
 ]
 
 # fmt: on
@@ -898,6 +944,57 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (9, 2, {"error_code": 16}, "00000000 0010"),
     (9, 3, {"throttle_time_ms": 1}, "00000001 00000000 0000"),
     (14, 1, {"throttle_time_ms": 1}, "00000001 0000 00000000"),
+    # Metadata v10-12 (flexible): each topic's id after its name.
+    (3, 10, {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+             "cluster_id": "c", "controller_id": 1,
+             "topics": [{"error_code": 0, "name": "t", "topic_id": UUID_U, "partitions": [
+                 {"partition_index": 0, "leader_id": 1, "leader_epoch": 0,
+                  "replica_nodes": [1], "isr_nodes": [1]}]}]},
+     "00000000 02 00000001 0268 00002384 00 00 0263 00000001"
+     " 02 0000 0274 " + U + " 00"
+     " 02 0000 00000000 00000001 00000000 02 00000001 02 00000001 01 00"
+     " 80000000 00 80000000 00"),
+    (3, 11, {"brokers": [], "cluster_id": None, "controller_id": 1,
+             "topics": [{"error_code": 3, "name": "t", "topic_id": UUID_U, "partitions": []}]},
+     "00000000 01 00 00000001 02 0003 0274 " + U + " 00 01 80000000 00 00"),
+    (3, 12, {"brokers": [], "cluster_id": None, "controller_id": -1,
+             "topics": [{"error_code": 100, "name": None, "topic_id": UUID_U,
+                         "partitions": []}]},
+     "00000000 01 00 ffffffff 02 0064 00 " + U + " 00 01 80000000 00 00"),
+    # Share groups (KIP-932), v1. The heartbeat's Assignment is always present (01).
+    (76, 1, {"error_code": 0, "member_id": "m", "member_epoch": 1,
+             "heartbeat_interval_ms": 5000,
+             "assignment": {"topic_partitions": [{"topic_id": UUID_U, "partitions": [0]}]}},
+     "00000000 0000 00 026d 00000001 00001388 01 02 " + U + " 02 00000000 00 00 00"),
+    (77, 1, {"groups": [{"error_code": 0, "group_id": "g", "group_state": "Stable",
+                         "group_epoch": 1, "assignment_epoch": 1, "assignor_name": "simple",
+                         "members": [{"member_id": "m", "rack_id": None, "member_epoch": 1,
+                                      "client_id": "", "client_host": "",
+                                      "subscribed_topic_names": ["t"],
+                                      "assignment": {"topic_partitions": [
+                                          {"topic_id": UUID_U, "topic_name": "t",
+                                           "partitions": [0]}]}}]}]},
+     "00000000 02 0000 00 0267 07 537461626c65 00000001 00000001 07 73696d706c65"
+     " 02 026d 00 00000001 01 01 02 0274 02 " + U + " 0274 02 00000000 00 00 00"
+     " 80000000 00 00"),
+    (78, 1, {"error_code": 0, "acquisition_lock_timeout_ms": 30000,
+             "responses": [{"topic_id": UUID_U, "partitions": [
+                 {"partition_index": 0, "error_code": 0, "acknowledge_error_code": 0,
+                  "current_leader": {"leader_id": 1, "leader_epoch": 0},
+                  "records": b"\xaa",
+                  "acquired_records": [
+                      {"first_offset": 0, "last_offset": 0, "delivery_count": 1}]}]}],
+             "node_endpoints": []},
+     "00000000 0000 00 00007530 02 " + U + " 02 00000000 0000 00 0000 00"
+     " 00000001 00000000 00 02 aa 02 0000000000000000 0000000000000000 0001 00 00 00"
+     " 01 00"),
+    (79, 1, {"error_code": 0,
+             "responses": [{"topic_id": UUID_U, "partitions": [
+                 {"partition_index": 0, "error_code": 121,
+                  "current_leader": {"leader_id": 1, "leader_epoch": 0}}]}],
+             "node_endpoints": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}]},
+     "00000000 0000 00 02 " + U + " 02 00000000 0079 00 00000001 00000000 00 00 00"
+     " 02 00000001 0268 00002384 00 00 00"),
 ]
 
 # fmt: on
@@ -1333,7 +1430,7 @@ def test_null_client_id() -> None:
     [
         (lambda: decode_request(0, 2, b"", 0), "Produce v2 is not supported"),
         (lambda: encode_response(1, 12, 1, {}), "Fetch v12 is not supported"),
-        (lambda: decode_response(3, 9, hx("00000001")), "Metadata v9 is not supported"),
+        (lambda: decode_response(3, 13, hx("00000001")), "Metadata v13 is not supported"),
         (lambda: encode_request(71, 0, 1, "c", {}), "unknown api key 71"),
         (lambda: encode_response(12, 0, 1, {"error_code": "x"}), "cannot encode Heartbeat"),
         (lambda: encode_response(12, 0, 2**40, {}), "correlation id"),

@@ -23,7 +23,14 @@ from rustka.kafka.errors import ErrorCode
 from rustka.kafka.schema import ApiSpec, KafkaCodecError, RequestHeader, read_request_header
 
 # Importing the family modules runs their `api(...)` declarations.
-from . import admin, groups, produce_fetch, security, transactions  # noqa: F401
+from . import (  # noqa: F401
+    admin,
+    groups,
+    produce_fetch,
+    security,
+    share_groups,
+    transactions,
+)
 from .registry import APIS, ApiKey
 
 __all__ = [
