@@ -378,7 +378,9 @@ class ShareGroupCoordinator:
         changes: list[tuple[ShareKey, Delta]] = []
         if part is None:
             part = self._partitions[key] = SharePartition(**self._partition_settings())
-        if not part.initialized:
+        if not part.initialized or (part.start_offset or 0) > high_watermark:
+            # Never read, or beyond the log's end (the topic was deleted and created
+            # again under its name): start where share.auto.offset.reset says.
             reset = group.auto_offset_reset or self.settings.auto_offset_reset
             changes.append(
                 (key, part.initialize(log_start if reset == "earliest" else high_watermark))

@@ -121,3 +121,23 @@ async def test_the_broker_core_builds_the_share_coordinator_on_its_state_log(
     got = await within(share.acquire("g", "m", "w", 0, 10))
     assert got.records == 2
     assert core.share_state.state[("g", "w", 0)].records == {0: (0, 1), 1: (0, 1)}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_topic_created_again_under_its_name_is_read_from_the_reset_point(
+    broker: RunningBroker,
+) -> None:
+    core = broker.broker
+    await within(core.create_topic("r", 1))
+    await within(core.append("r", 0, batch(*[b"%d" % i for i in range(6)]), auto_create=False))
+    c, state_log = coordinator(broker, Clock())
+    got = await within(c.acquire("g", "m", "r", 0, 10))
+    await within(c.acknowledge("g", "m", "r", 0, [(0, 5, [ACCEPT])]))
+    assert got.records == 6 and c.describe_offsets("g") == {("r", 0): 6}
+    await within(core.delete_topic("r"))
+    await within(core.create_topic("r", 1))
+    await within(core.append("r", 0, batch(b"new"), auto_create=False))
+    again = await within(c.acquire("g", "m", "r", 0, 10))
+    assert [(r.first, r.last) for r in again.acquired] == [(0, 0)]
+    c.close()
+    state_log.close()
