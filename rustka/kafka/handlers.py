@@ -437,6 +437,10 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
                             "timestamp": timestamp,
                             "offset": offset,
                             "leader_epoch": 0,
+                            # v0 (docs/kafka.md, "Old versions"): the one offset as a list.
+                            "old_style_offsets": [offset][: part["max_num_offsets"]]
+                            if offset >= 0
+                            else [],
                         }
                     )
                 except Exception as exc:
@@ -447,6 +451,7 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
                             "timestamp": _NONE,
                             "offset": _NONE,
                             "leader_epoch": -1,
+                            "old_style_offsets": [],
                         }
                     )
             topics.append({"name": topic["name"], "partitions": parts})

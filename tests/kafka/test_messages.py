@@ -79,7 +79,7 @@ EXPECTED_TABLE = {
     3: ("Metadata", 0, 8, 9),
     0: ("Produce", 3, 8, 9),
     1: ("Fetch", 4, 11, 12),
-    2: ("ListOffsets", 1, 5, 6),
+    2: ("ListOffsets", 0, 5, 6),
     22: ("InitProducerId", 0, 4, 2),
     # Transactions (docs/kafka.md, "Transactions").
     24: ("AddPartitionsToTxn", 0, 3, 3),
@@ -96,8 +96,8 @@ EXPECTED_TABLE = {
     14: ("SyncGroup", 0, 3, 4),
     12: ("Heartbeat", 0, 3, 4),
     13: ("LeaveGroup", 0, 3, 4),
-    8: ("OffsetCommit", 2, 7, 8),
-    9: ("OffsetFetch", 1, 7, 6),
+    8: ("OffsetCommit", 0, 7, 8),
+    9: ("OffsetFetch", 0, 7, 6),
     16: ("ListGroups", 0, 4, 3),
     15: ("DescribeGroups", 0, 4, 5),
     # Admin APIs (docs/kafka.md, "APIs and versions").
@@ -285,6 +285,9 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " 00000000 ffffffff 0000000000000007 ffffffffffffffff 00100000"  # epoch/log start -1
      " 00000000 0001 72"),  # no forgotten topics, rack "r"
     # ListOffsets
+    (2, 0, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
+     "ffffffff 00000001 " + TOPIC_T + " 00000001 00000000 ffffffffffffffff 00000001"),
     (2, 1, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "timestamp": -2}]}]},
      "ffffffff 00000001 " + TOPIC_T + " 00000001 00000000 fffffffffffffffe"),
@@ -487,6 +490,17 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (13, 3, {"group_id": "g", "members": [{"member_id": "m", "group_instance_id": None}]},
      "0001 67 00000001 0001 6d ffff"),
     # OffsetCommit
+    # v0 (KIP-896 removed it in Kafka 4.0): no generation, member or retention.
+    (8, 0, {"group_id": "g", "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000005 0001 6d"),
+    # v1 (sarama 1.22): generation and member, and a commit timestamp per partition.
+    (8, 1, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "commit_timestamp": 7,
+                 "committed_metadata": None}]}]},
+     "0001 67 00000001 0001 6d 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 0000000000000007 ffff"),
     (8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
             "topics": [{"name": "t", "partitions": [
                 {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]},
@@ -504,6 +518,8 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "0001 67 00000001 0001 6d ffff 00000001 " + TOPIC_T
      + " 00000001 00000000 0000000000000005 ffffffff ffff"),
     # OffsetFetch
+    (9, 0, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000001 00000000"),
     (9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
      "0001 67 00000001 " + TOPIC_T + " 00000002 00000000 00000001"),
     (9, 2, {"group_id": "g", "topics": None}, "0001 67 ffffffff"),  # null = all topics
@@ -623,6 +639,10 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " 00000001 0000000000000001 0000000000000002"
      " ffffffff 00000003 010203"),  # preferred read replica -1, records joined
     # ListOffsets
+    # v0: the offsets as a list, no timestamp (removed by KIP-896, still sent by sarama).
+    (2, 0, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "old_style_offsets": [10]}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 00000001 000000000000000a"),
     (2, 1, {"topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "error_code": 0, "offset": 10}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 0000 ffffffffffffffff 000000000000000a"),
@@ -817,11 +837,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (13, 3, {"members": [{"member_id": "m", "group_instance_id": None, "error_code": 25}]},
      "00000000 0000 00000001 0001 6d ffff 0019"),
     # OffsetCommit
+    (8, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (8, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (8, 7, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0016"),
     # OffsetFetch
+    (9, 0, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 3, "metadata": "m", "error_code": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000000000000003 0001 6d 0000"),
     (9, 1, {"topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "committed_offset": -1, "metadata": "", "error_code": 0}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 ffffffffffffffff 0000 0000"),

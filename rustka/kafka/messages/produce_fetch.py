@@ -148,6 +148,7 @@ LIST_OFFSETS_REQUEST = msg(
                     F("partition_index", INT32),
                     F("current_leader_epoch", INT32, "4+", default=-1),
                     F("timestamp", INT64),
+                    F("max_num_offsets", INT32, "0", default=1),
                 ],
             ),
         ],
@@ -166,6 +167,8 @@ LIST_OFFSETS_RESPONSE = msg(
                 [
                     F("partition_index", INT32),
                     F("error_code", INT16),
+                    # v0: a list of offsets instead of one offset and its timestamp.
+                    F("old_style_offsets", Array(INT64), "0", default=()),
                     F("timestamp", INT64, "1+", default=-1),
                     F("offset", INT64, "1+", default=-1),
                     F("leader_epoch", INT32, "4+", default=-1),
@@ -178,7 +181,7 @@ LIST_OFFSETS_RESPONSE = msg(
 api(
     ApiKey.LIST_OFFSETS,
     "ListOffsets",
-    (1, 5),
+    (0, 5),
     6,
     LIST_OFFSETS_REQUEST,
     LIST_OFFSETS_RESPONSE,

@@ -209,13 +209,14 @@ func group(args []string) (interface{}, error) {
 	groupID := fs.String("group", "", "group id")
 	count := fs.Int("count", 10, "records to read before leaving")
 	timeout := fs.Duration("timeout", 45*time.Second, "give up after")
+	// Sarama 1.22's default, zero, makes it commit with OffsetCommit v1 (the version
+	// Kafka 4.0 removed); any retention selects v2.
+	retention := fs.Duration("retention", 0, "offset retention sarama asks for")
 	_ = fs.Parse(args)
 
 	c := config("rustka-sarama-member")
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
-	// A zero retention makes sarama 1.22 send OffsetCommit v1, which Kafka 4.0 and
-	// rustka no longer accept; any retention selects v2.
-	c.Consumer.Offsets.Retention = 24 * time.Hour
+	c.Consumer.Offsets.Retention = *retention
 	c.Consumer.Return.Errors = true
 	cg, err := sarama.NewConsumerGroup([]string{*brokers}, *groupID, c)
 	if err != nil {
