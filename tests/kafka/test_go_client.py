@@ -5,7 +5,8 @@ tests/kafka/go/sarama_check/main.go, which each test run builds with Debian's Go
 (GO111MODULE=off, the library from /usr/share/gocode). Sarama picks request
 versions from its configured Kafka version instead of ApiVersions; at V1_0_0_0 it
 writes RecordBatch v2 with headers (Produce v3) and speaks Fetch v4, JoinGroup v1,
-SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1 and OffsetCommit v2.
+SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1 and OffsetCommit v1 (v2 with a
+retention set).
 
 Debian's other Go Kafka library, segmentio/kafka-go 0.2.1, is not used: it only
 writes MessageSet v1 in Produce v2 and reads with Fetch v2, versions Kafka 4.0
@@ -218,3 +219,26 @@ async def test_a_sarama_group_commits_what_it_read_and_the_next_run_resumes_ther
         (p, o) for p in (0, 1) for o in (5, 6)
     ]
     assert broker.broker.committed_offsets(group) == {(topic, 0): 7, (topic, 1): 7}
+
+
+@pytest_twisted.ensureDeferred
+async def test_sarama_at_its_default_kafka_version_is_told_its_produce_failed(
+    broker: RunningBroker, sarama_check: Path
+) -> None:
+    """Sarama 1.22's default configuration (Kafka 0.8.2) produces with Produce v0 and
+    magic-0 messages, which rustka does not accept (docs/kafka.md, "Old versions"): the
+    connection is closed, and sarama must report the failure instead of losing the
+    records silently; nothing is stored."""
+    topic = "go-legacy"
+    await make_topic(broker, topic, 1)
+    with pytest.raises(AssertionError, match=r"exited 1: .*(EOF|connection reset|broken pipe)"):
+        await sarama(
+            sarama_check,
+            "produce",
+            brokers=broker.address,
+            topic=topic,
+            count=3,
+            kafka_version="0.8.2.0",
+            headers="false",
+        )
+    assert await stored_batches(broker, topic, 0) == []

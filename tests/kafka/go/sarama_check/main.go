@@ -75,9 +75,16 @@ func produce(args []string) (interface{}, error) {
 	prefix := fs.String("prefix", "v", "value prefix")
 	baseMs := fs.Int64("timestamp-ms", 1700000000000, "CreateTime of record 0; record i gets +i s")
 	codec := fs.String("codec", "none", "none, gzip, snappy or lz4")
+	kafkaVersion := fs.String("kafka-version", "1.0.0", "the Kafka version sarama is configured for")
+	withHeaders := fs.Bool("headers", true, "send two headers per record (Kafka 0.11+)")
 	_ = fs.Parse(args)
 
 	c := config("rustka-sarama-producer")
+	version, err := sarama.ParseKafkaVersion(*kafkaVersion)
+	if err != nil {
+		return nil, err
+	}
+	c.Version = version
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	c.Producer.Return.Successes = true
@@ -110,6 +117,9 @@ func produce(args []string) (interface{}, error) {
 				{Key: []byte("empty"), Value: []byte{}},
 			},
 			Timestamp: time.Unix(0, (*baseMs+int64(i)*1000)*int64(time.Millisecond)),
+		}
+		if !*withHeaders {
+			msgs[i].Headers = nil
 		}
 	}
 	sendErr := producer.SendMessages(msgs)
