@@ -77,8 +77,8 @@ EXPECTED_TABLE = {
     30: ("CreateAcls", 0, 3, 2),
     31: ("DeleteAcls", 0, 3, 2),
     3: ("Metadata", 0, 8, 9),
-    0: ("Produce", 3, 8, 9),
-    1: ("Fetch", 4, 11, 12),
+    0: ("Produce", 0, 8, 9),
+    1: ("Fetch", 0, 11, 12),
     2: ("ListOffsets", 0, 5, 6),
     22: ("InitProducerId", 0, 4, 2),
     # Transactions (docs/kafka.md, "Transactions").
@@ -177,18 +177,14 @@ def test_api_versions_table_is_sorted_and_complete() -> None:
     assert table[0] == {"api_key": 0, "min_version": 0, "max_version": 8}
 
 
-def test_only_produce_is_listed_below_the_versions_it_accepts() -> None:
-    """Produce v0-2 are listed, as Kafka 4.0 lists them (librdkafka compresses only for a
-    broker listing Produce v0), but still not accepted; every other API lists what it
-    accepts."""
+def test_every_api_lists_exactly_what_it_accepts() -> None:
+    """Produce v0 is listed (librdkafka up to 2.11 compresses only for a broker listing
+    it) and, since rustka converts the old message sets, accepted too."""
     listed = {
         row["api_key"]: (row["min_version"], row["max_version"]) for row in api_versions_table()
     }
-    accepted = {k: (s.min_version, s.max_version) for k, s in APIS.items()}
-    assert {k for k in listed if listed[k] != accepted[k]} == {0}
-    assert listed[0] == (0, 8)
-    assert accepted[0] == (3, 8)
-    assert not APIS[0].supports(2) and APIS[0].supports(3)
+    assert listed == {k: (s.min_version, s.max_version) for k, s in APIS.items()}
+    assert listed[0] == (0, 8) and APIS[0].supports(0)
 
 
 def test_error_codes_match_kafka() -> None:
@@ -257,6 +253,11 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (3, 8, {"topics": None, "include_cluster_authorized_operations": True,
             "include_topic_authorized_operations": True}, "ffffffff 01 01 01"),
     # Produce
+    # v0-2: no transactional id; the records are a magic 0/1 message set (not parsed here).
+    (0, 0, {"acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": "t",
+                            "partition_data": [{"index": 0, "records": b"\xaa"}]}]},
+     "0001 00007530 00000001 " + TOPIC_T + " 00000001 00000000 00000001 aa"),
     (0, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
             "topic_data": [{"name": "t",
                             "partition_data": [{"index": 0, "records": b"\xaa\xbb"}]}]},
@@ -265,6 +266,15 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
             "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": None}]}]},
      "0001 78 ffff 00007530 00000001 " + TOPIC_T + " 00000001 00000001 ffffffff"),
     # Fetch
+    # v0-2: no max_bytes, no isolation level (v3 adds the first, v4 the second).
+    (1, 0, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1048576}]}]},
+     "ffffffff 000001f4 00000001"
+     " 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000007 00100000"),
+    (1, 3, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1024,
+            "topics": []},
+     "ffffffff 000001f4 00000001 00000400 00000000"),
     (1, 4, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
             "isolation_level": 1,
             "topics": [{"topic": "t", "partitions": [
@@ -608,6 +618,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " 00000001 0000 00000000 00000001 00000000 00000001 00000001 00000001 00000001 00000000"
      " 80000000 80000000"),  # topic and cluster authorized operations default INT32_MIN
     # Produce
+    (0, 0, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"),  # nothing after
+    (0, 1, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5}]}], "throttle_time_ms": 7},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005 00000007"),
+    (0, 2, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5, "log_append_time_ms": 9}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"
+     " 0000000000000009 00000000"),
     (0, 3, {"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": 0, "base_offset": 5}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"
@@ -625,6 +645,12 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " ffffffffffffffff ffffffffffffffff"
      " 00000001 00000001 0003 626164 ffff 00000000"),
     # Fetch
+    (1, 0, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 3, "records": [b"\x01"]}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000003 00000001 01"),
+    (1, 1, {"throttle_time_ms": 2, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 3, "records": None}]}]},
+     "00000002 00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000003 ffffffff"),
     (1, 4, {"responses": [{"topic": "t", "partitions": [
         {"partition_index": 0, "high_watermark": 3, "last_stable_offset": 3,
          "records": b"\x01\x02\x03"}]}]},
@@ -1356,7 +1382,7 @@ def test_null_client_id() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: decode_request(0, 2, b"", 0), "Produce v2 is not supported"),
+        (lambda: decode_request(0, 9, b"", 0), "Produce v9 is not supported"),
         (lambda: encode_response(1, 12, 1, {}), "Fetch v12 is not supported"),
         (lambda: decode_response(3, 9, hx("00000001")), "Metadata v9 is not supported"),
         (lambda: encode_request(71, 0, 1, "c", {}), "unknown api key 71"),

@@ -57,16 +57,8 @@ PRODUCE_RESPONSE = msg(
     F("throttle_time_ms", INT32, "1+"),
 )
 
-# Accepted from v3 (RecordBatch v2 only), listed from v0: see ApiSpec.
-api(
-    ApiKey.PRODUCE,
-    "Produce",
-    (3, 8),
-    9,
-    PRODUCE_REQUEST,
-    PRODUCE_RESPONSE,
-    advertised_min_version=0,
-)
+# v0-2 carry magic 0/1 message sets, converted to a batch (docs/kafka.md, "Old versions").
+api(ApiKey.PRODUCE, "Produce", (0, 8), 9, PRODUCE_REQUEST, PRODUCE_RESPONSE)
 
 # --- Fetch (1) -------------------------------------------------------------------------
 
@@ -130,7 +122,8 @@ FETCH_RESPONSE = msg(
     ),
 )
 
-api(ApiKey.FETCH, "Fetch", (4, 11), 12, FETCH_REQUEST, FETCH_RESPONSE)
+# v0-3 answer magic 0/1 message sets, converted from the stored batches.
+api(ApiKey.FETCH, "Fetch", (0, 11), 12, FETCH_REQUEST, FETCH_RESPONSE)
 
 # --- ListOffsets (2) -------------------------------------------------------------------
 
