@@ -87,6 +87,7 @@ from rustka.broker.produce import (
     lane_writer,
 )
 from rustka.broker.reads import EARLIEST, LATEST, FetchPosition, OffsetAtTime, ReadResult, Reads
+from rustka.broker.share_groups import ShareGroupCoordinator
 from rustka.broker.stats import BrokerStats, LogLimiter
 from rustka.broker.topic_admin import PartitionInfo, TopicAdmin, TopicInfo
 from rustka.broker.transactions import TransactionCoordinator
@@ -110,6 +111,7 @@ from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import OffsetsStore
 from rustka.storage.partition_store import PartitionStore
+from rustka.storage.share_state import ShareStateLog
 from rustka.storage.topic import Topic
 from rustka.storage.txn_log import TransactionLog
 
@@ -224,6 +226,9 @@ class Broker:
             abort_interval_ms=config.transaction_abort_interval_ms,
         )
         self.txn_log: TransactionLog | None = None
+        # Share groups (KIP-932): built once the share-state log is replayed.
+        self.share_state: ShareStateLog | None = None
+        self.share_groups: ShareGroupCoordinator | None = None
         self._open_failure: Failure | None = None
         self._ready: list[defer.Deferred[None]] = []
         self._pool_work = 0
@@ -277,8 +282,23 @@ class Broker:
                 self.admin.resolve,
                 config if config.diskless_configured else None,
             )
-        ).addCallbacks(self._storage_opened, self._storage_failed)
+        ).addCallback(self._open_share_state).addCallbacks(
+            self._storage_opened, self._storage_failed
+        )
         return self.when_ready()
+
+    def _open_share_state(self, opened: T) -> defer.Deferred[T]:
+        """Replay the share-state log (docs/kafka.md, "Share groups (KIP-932)") on the
+        pool and build the share-group coordinator, then hand ``opened`` on."""
+
+        def ready(state_log: ShareStateLog) -> T:
+            self.share_state = state_log
+            self.share_groups = ShareGroupCoordinator(
+                self.reactor, self, state_log, classic_has_members=self.groups.has_active_members
+            )
+            return opened
+
+        return self._run(ShareStateLog.open, Path(self.config.data_dir)).addCallback(ready)
 
     def _storage_opened(
         self,
@@ -446,6 +466,8 @@ class Broker:
         self.waiters.release_all()
         self.cleaner.stop()
         self.transactions.stop()
+        if self.share_groups is not None:
+            self.share_groups.close()
         lanes = self.lanes.all()
         if self.offsets_lane is not None:
             lanes.append(self.offsets_lane)
@@ -465,6 +487,8 @@ class Broker:
         """Flush, close and mark the shutdown clean (called on the pool after `drain`)."""
         if self.offsets is not None:
             self.offsets.close()
+        if self.share_state is not None:
+            self.share_state.close()
         if self.txn_log is not None:
             for meta in self.transactions.unsaved():
                 self.txn_log.write(meta, durable=False)
