@@ -352,9 +352,12 @@ class ShareGroupCoordinator:
         partition: int,
         max_records: int,
         max_bytes: int = 1 << 20,
+        start: str | None = None,
     ) -> defer.Deferred[AcquireResult]:
         """Acquire up to ``max_records`` records of a partition for a member, reading them
-        through the broker core; fires once the acquisition is durable."""
+        through the broker core; fires once the acquisition is durable. ``start``
+        ("earliest" or "latest") overrides the group's ``share.auto.offset.reset`` for a
+        share-partition read for the first time (the native queue consumer's choice)."""
         if self._core.partition_count(topic) <= partition or partition < 0:
             return defer.succeed(AcquireResult(E.UNKNOWN_TOPIC_OR_PARTITION))
         group = self._groups.setdefault(group_id, _Group(group_id))
@@ -368,7 +371,7 @@ class ShareGroupCoordinator:
         if part is None:
             part = self._partitions[key] = SharePartition(**self._partition_settings())
         if not part.initialized:
-            reset = group.auto_offset_reset or self.settings.auto_offset_reset
+            reset = start or group.auto_offset_reset or self.settings.auto_offset_reset
             changes.append(
                 (key, part.initialize(log_start if reset == "earliest" else high_watermark))
             )
