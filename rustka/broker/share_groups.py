@@ -36,6 +36,10 @@ from rustka.errors import RustkaError
 from rustka.record.batch import parse_header
 from rustka.record.control import is_control
 from rustka.storage.share_partition import (
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
     DEFAULT_DELIVERY_COUNT_LIMIT,
     DEFAULT_LOCK_DURATION_MS,
     DEFAULT_MAX_IN_FLIGHT,
@@ -139,6 +143,22 @@ class ShareGroupDescription:
     group_epoch: int
     assignment_epoch: int
     members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionState:
+    """A started share-partition as the operator's views show it: the in-flight window
+    ``start_offset``..``end_offset`` (exclusive) and how many of its records are in each
+    state (docs/kafka.md, "Share groups (KIP-932)")."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    available: int
+    acquired: int
+    acknowledged: int
+    archived: int
 
 
 AckBatch = tuple[int, int, Sequence[int]]
@@ -594,6 +614,29 @@ class ShareGroupCoordinator:
             "delivery_count_limit": s.delivery_count_limit,
             "max_in_flight": s.max_in_flight,
         }
+
+    def partition_states(self, group_id: str) -> list[SharePartitionState]:
+        """Each started share-partition of the group, by topic and partition."""
+        out = []
+        for (group, topic, partition), part in sorted(self._partitions.items()):
+            if group != group_id or part.start_offset is None:
+                continue
+            tally = dict.fromkeys((AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), 0)
+            for record in part.records.values():
+                tally[record.state] += 1
+            out.append(
+                SharePartitionState(
+                    topic,
+                    partition,
+                    part.start_offset,
+                    part.end_offset,
+                    tally[AVAILABLE],
+                    tally[ACQUIRED],
+                    tally[ACKNOWLEDGED],
+                    tally[ARCHIVED],
+                )
+            )
+        return out
 
     def close(self) -> None:
         """Stop timers (the broker is stopping); the log is closed by its owner."""

@@ -29,7 +29,7 @@ from rustka.errors import InvalidRecordState, RustkaError, UnknownTopic
 if TYPE_CHECKING:
     from rustka.broker.core import Broker
 
-__all__ = ["acknowledge", "leave", "take"]
+__all__ = ["acknowledge", "coordinator", "leave", "take"]
 
 _turn = itertools.count()
 # A release or an expired lock makes records available again without an append,
@@ -62,7 +62,7 @@ async def _take(
     max_wait_ms: int,
     start: str | None,
 ) -> list[tuple[int, AcquireResult]]:
-    shares = _coordinator(broker)
+    shares = coordinator(broker)
     deadline = broker.reactor.seconds() + max_wait_ms / 1000
     while True:
         count = broker.partition_count(topic)
@@ -99,7 +99,7 @@ def acknowledge(
     by_partition: dict[int, list[AckBatch]] = {}
     for partition, offset, kind in acks:
         by_partition.setdefault(partition, []).append((offset, offset, (kind,)))
-    shares = _coordinator(broker)
+    shares = coordinator(broker)
     partitions = list(by_partition)
     done = [shares.acknowledge(group, member, topic, p, by_partition[p]) for p in partitions]
 
@@ -114,10 +114,11 @@ def acknowledge(
 
 def leave(broker: Broker, group: str, member: str) -> defer.Deferred[None]:
     """The member stops: what it holds is released now (durably), delivery counted."""
-    return _coordinator(broker).close_session(group, member)
+    return coordinator(broker).close_session(group, member)
 
 
-def _coordinator(broker: Broker) -> ShareGroupCoordinator:
+def coordinator(broker: Broker) -> ShareGroupCoordinator:
+    """The broker's share-group coordinator, once its state log is replayed."""
     shares = broker.share_groups
     if shares is None:
         raise RustkaError("share groups are not ready: the broker's storage is still opening")

@@ -682,6 +682,14 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.ShareLeave(group, member), done)
 
+    def describe_share_group(self, group: str) -> Deferred[p.ShareGroupDescribed]:
+        """A share group's members and each started partition's in-flight window."""
+
+        def done(response: p.Response) -> p.ShareGroupDescribed:
+            return _expect(response, p.ShareGroupDescribed, "DescribeShareGroup")
+
+        return self._call(p.DescribeShareGroup(group), done)
+
     def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Raise a topic's partition count; fires with the new count."""
 

@@ -204,6 +204,7 @@ _BASE_RULES: dict[type, Rule] = {
     p.ShareFetch: _on_group_and_topic(Op.READ, Op.READ),
     p.ShareAcknowledge: _on_group_and_topic(Op.READ, Op.READ),
     p.ShareLeave: _on_group(Op.READ),
+    p.DescribeShareGroup: _on_group(Op.DESCRIBE),
 }
 
 RULES: Final[Mapping[type, Rule]] = MappingProxyType(_BASE_RULES)

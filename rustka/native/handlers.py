@@ -94,6 +94,7 @@ class NativeHandler:
             p.ShareFetch: self._share_fetch,
             p.ShareAcknowledge: self._share_acknowledge,
             p.ShareLeave: self._share_leave,
+            p.DescribeShareGroup: self._describe_share_group,
         }
         # The ACL changes are audited with who made them.
         self._by_principal: dict[type, Callable[[Any, str], defer.Deferred[Any]]] = {
@@ -489,6 +490,40 @@ class NativeHandler:
     def _share_leave(self, req: p.ShareLeave) -> defer.Deferred[p.Response]:
         d = share_queue.leave(self.broker, req.group, _member(req.member))
         return d.addCallback(lambda _: p.ShareLeft())
+
+    def _describe_share_group(self, req: p.DescribeShareGroup) -> p.Response:
+        shares = share_queue.coordinator(self.broker)
+        desc = shares.describe(req.group)
+        return p.ShareGroupDescribed(
+            req.group,
+            desc.state,
+            desc.group_epoch,
+            tuple(
+                p.ShareMember(
+                    m.member_id,
+                    m.member_epoch,
+                    tuple(
+                        p.TopicPartition(topic, partition)
+                        for topic, partitions in sorted(m.assignment.items())
+                        for partition in sorted(partitions)
+                    ),
+                )
+                for m in desc.members
+            ),
+            tuple(
+                p.SharePartitionWindow(
+                    w.topic,
+                    w.partition,
+                    w.start_offset,
+                    w.end_offset,
+                    w.available,
+                    w.acquired,
+                    w.acknowledged,
+                    w.archived,
+                )
+                for w in shares.partition_states(req.group)
+            ),
+        )
 
 
 # ShareFetch's ``start``: the group's own setting, earliest, latest.

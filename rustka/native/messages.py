@@ -395,6 +395,14 @@ class ShareLeave:
     member: Str
 
 
+@request
+class DescribeShareGroup:
+    """Op 35: a share group's members and each started partition's in-flight window."""
+
+    OP: ClassVar[int] = 35
+    group: Str
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -813,6 +821,52 @@ class ShareLeft:
     """Tag 32: the answer to ShareLeave."""
 
     TAG: ClassVar[int] = 32
+
+
+@item
+class TopicPartition:
+    """One partition of a topic."""
+
+    topic: Str
+    partition: UInt32
+
+
+@item
+class ShareMember:
+    """A member that joined by ShareGroupHeartbeat (Kafka's share consumers), with its
+    epoch and assignment; native workers (op 32) hold records without joining."""
+
+    member_id: Str
+    member_epoch: UInt32
+    assignment: Annotated[tuple[TopicPartition, ...], Array(TopicPartition)]
+
+
+@item
+class SharePartitionWindow:
+    """A started share-partition: the in-flight window ``start_offset`` to
+    ``end_offset`` (exclusive; below the start everything is done) and how many of its
+    records are available, acquired (locked for a member), acknowledged and archived."""
+
+    topic: Str
+    partition: UInt32
+    start_offset: UInt64
+    end_offset: UInt64
+    available: UInt32
+    acquired: UInt32
+    acknowledged: UInt32
+    archived: UInt32
+
+
+@response
+class ShareGroupDescribed:
+    """Tag 33: the answer to DescribeShareGroup; state "Dead" for a group unknown here."""
+
+    TAG: ClassVar[int] = 33
+    group: Str
+    state: Str
+    group_epoch: UInt32
+    members: Annotated[tuple[ShareMember, ...], Array(ShareMember)]
+    partitions: Annotated[tuple[SharePartitionWindow, ...], Array(SharePartitionWindow)]
 
 
 # --------------------------------------------------------------------------- ACL entries

@@ -46,6 +46,7 @@ from rustka.native.codec import (
     DescribeAcls,
     DescribeGroup,
     DescribeLogs,
+    DescribeShareGroup,
     DescribeStableOffsets,
     DescribeTopicConfigs,
     DescribeTransaction,
@@ -83,9 +84,12 @@ from rustka.native.codec import (
     ShareAcknowledged,
     ShareAckResult,
     ShareFetch,
+    ShareGroupDescribed,
     ShareLeave,
     ShareLeft,
+    ShareMember,
     SharePartitionRecords,
+    SharePartitionWindow,
     ShareRecords,
     StableOffset,
     StableOffsets,
@@ -95,6 +99,7 @@ from rustka.native.codec import (
     TopicInfo,
     TopicLogs,
     TopicMetadata,
+    TopicPartition,
     TopicStableOffsets,
     TransactionAborted,
     TransactionDescribed,
@@ -360,6 +365,7 @@ REQUESTS = [
         flat=False,
     ),
     Vector(ShareLeave("workers", "a"), (("op", "22"), ("group", WORKERS), ("member", MEMBER_A))),
+    Vector(DescribeShareGroup("workers"), (("op", "23"), ("group", WORKERS))),
 ]
 
 RESPONSES = [
@@ -679,6 +685,37 @@ RESPONSES = [
         flat=False,
     ),
     Vector(ShareLeft(), (("tag", "20"),)),
+    Vector(
+        ShareGroupDescribed(
+            "workers",
+            "Stable",
+            3,
+            (ShareMember("a", 2, (TopicPartition("orders", 1),)),),
+            (SharePartitionWindow("orders", 1, 40, 45, 1, 2, 1, 1),),
+        ),
+        (
+            ("tag", "21"),
+            ("group", WORKERS),
+            ("state", "00000006 537461626c65"),
+            ("group_epoch", "00000003"),
+            ("members", "00000001"),
+            ("members[0].member_id", MEMBER_A),
+            ("members[0].member_epoch", "00000002"),
+            ("members[0].assignment", "00000001"),
+            ("members[0].assignment[0].topic", ORDERS),
+            ("members[0].assignment[0].partition", "00000001"),
+            ("partitions", "00000001"),
+            ("partitions[0].topic", ORDERS),
+            ("partitions[0].partition", "00000001"),
+            ("partitions[0].start_offset", "0000000000000028"),
+            ("partitions[0].end_offset", "000000000000002d"),
+            ("partitions[0].available", "00000001"),
+            ("partitions[0].acquired", "00000002"),
+            ("partitions[0].acknowledged", "00000001"),
+            ("partitions[0].archived", "00000001"),
+        ),
+        flat=False,
+    ),
 ]
 
 ALL = [(v, decode_request, encode_request) for v in REQUESTS] + [
@@ -726,8 +763,8 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
     assert decode_response(vector.payload) == vector.message
 
 
-ALL_OPS = {*range(1, 20), *range(24, 35)}
-ALL_TAGS = {*range(1, 20), *range(24, 33)}
+ALL_OPS = {*range(1, 20), *range(24, 36)}
+ALL_TAGS = {*range(1, 20), *range(24, 34)}
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
@@ -737,10 +774,10 @@ def test_vectors_cover_every_op_and_tag() -> None:
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-34."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-35."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 35))
+    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 36))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -814,6 +851,7 @@ ROUND_TRIP_REQUESTS = [
     ShareFetch("", "", "", 0, 0xFFFF_FFFF, 255),
     ShareAcknowledge("g", "m" * 255, "t\u00e9", ()),
     ShareLeave("\u00e9", ""),
+    DescribeShareGroup(""),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -826,6 +864,7 @@ ROUND_TRIP_RESPONSES = [
     ShareRecords(()),
     ShareRecords((SharePartitionRecords(0, b"", ()),)),
     ShareAcknowledged(()),
+    ShareGroupDescribed("", "Dead", 0, (), ()),
     Produced(0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF),
     FetchedRecord(7, b"", b"\xff" * 5000),
     NotFound(),
