@@ -294,7 +294,11 @@ class Broker:
         def ready(state_log: ShareStateLog) -> T:
             self.share_state = state_log
             self.share_groups = ShareGroupCoordinator(
-                self.reactor, self, state_log, classic_has_members=self.groups.has_active_members
+                self.reactor,
+                self,
+                state_log,
+                classic_has_members=self.groups.has_active_members,
+                on_available=lambda topic, partition: self.waiters.wake((topic, partition)),
             )
             return opened
 

@@ -194,12 +194,19 @@ class ShareGroupCoordinator:
         *,
         settings: ShareSettings = ShareSettings(),
         classic_has_members: Callable[[str], bool] = lambda group_id: False,
+        on_available: Callable[[str, int], None] = lambda topic, partition: None,
     ) -> None:
         self._reactor = reactor
         self._core = core
         self._log = state_log
         self.settings = settings
         self._classic_has_members = classic_has_members
+        # Records released or unlocked are new to a waiting fetch, as an append is: the
+        # broker wakes the long-polls parked on the partition (`Waiters.wake`).
+        self._on_available = on_available
+        self.available_events = 0
+        """How many times records became available other than by an append: a waiting
+        fetch compares it before and after a try, so a wake-up between is not lost."""
         self._groups: dict[str, _Group] = {}
         self._partitions: dict[ShareKey, SharePartition] = {}
         self._expiry: dict[ShareKey, IDelayedCall] = {}
@@ -343,7 +350,14 @@ class ShareGroupCoordinator:
             for key, part in self._partitions.items()
             if key[0] == group_id and part.initialized
         ]
-        return self._append(changes)
+        return self._append(changes).addCallback(self._available, changes)
+
+    def _available(self, result: T, changes: Sequence[tuple[ShareKey, Delta]]) -> T:
+        """Wake the fetches waiting on the partitions of ``changes`` (once each)."""
+        self.available_events += 1
+        for _group, topic, partition in {key for key, delta in changes if delta}:
+            self._on_available(topic, partition)
+        return result
 
     def describe(self, group_id: str) -> ShareGroupDescription:
         group = self._groups.get(group_id)
@@ -457,7 +471,13 @@ class ShareGroupCoordinator:
                 error = E.INVALID_RECORD_STATE
                 break
         self._schedule_expiry(key, part)
-        return self._append(changes).addCallback(lambda _: int(error))
+        # A release makes records available; any acknowledgement may move the window's
+        # start and so make room under the in-flight bound.
+        return (
+            self._append(changes)
+            .addCallback(self._available, changes)
+            .addCallback(lambda _: int(error))
+        )
 
     def _schedule_expiry(self, key: ShareKey, part: SharePartition) -> None:
         deadline = part.next_deadline()
@@ -476,7 +496,7 @@ class ShareGroupCoordinator:
             return
         delta = part.expire_locks(self._now_ms())
         self._schedule_expiry(key, part)
-        self._append([(key, delta)]).addErrback(
+        self._append([(key, delta)]).addCallback(self._available, [(key, delta)]).addErrback(
             lambda f: log.failure("share state: writing lock expiries failed", f)
         )
 

@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["acknowledge", "coordinator", "leave", "take"]
 
 _turn = itertools.count()
-# A release or an expired lock makes records available again without an append,
-# which is what wakes a parked call; so a wait is re-checked at least this often.
-_RECHECK_S = 0.2
 
 
 def take(
@@ -69,6 +66,10 @@ async def _take(
         if count == 0:
             raise UnknownTopic(f"unknown topic {topic!r}")
         first = next(_turn) % count
+        # What a wait must see change: the log ends and the releases as of now, before
+        # the tries, so news arriving during them cuts the wait short.
+        seen = shares.available_events
+        ends = [(topic, p, broker.bounds(topic, p)[1]) for p in range(count)]
         taken: list[tuple[int, AcquireResult]] = []
         left = max_records
         for i in range(count):
@@ -86,8 +87,11 @@ async def _take(
         remaining = deadline - broker.reactor.seconds()
         if taken or remaining <= 0:
             return taken
-        keys = [(topic, p) for p in range(count)]
-        await broker.waiters.park(keys, min(remaining, _RECHECK_S))
+        if shares.available_events != seen:
+            continue
+        # Woken by an append past ``ends``, or by records released, unlocked or
+        # acknowledged (`ShareGroupCoordinator`'s ``on_available``).
+        await broker.wait_for_data(ends, remaining)
 
 
 def acknowledge(

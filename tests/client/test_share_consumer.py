@@ -109,6 +109,22 @@ async def test_a_waiting_poll_gets_a_record_produced_meanwhile(broker: RunningBr
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_waiting_poll_gets_a_record_another_member_releases(broker: RunningBroker) -> None:
+    """A release wakes a waiting poll as an append does (no new record is produced)."""
+    await produce(broker, "handover", 1, 1)
+    a, b = await workers(broker, 2, "handover")
+    b.max_wait_ms = 30_000
+    try:
+        [held] = await within(a.poll(1))
+        waiting = b.poll(1)
+        await within(a.acknowledge([held], "release"))
+        [got] = await within(waiting)
+        assert (got.record.offset, got.delivery_count) == (0, 2)
+    finally:
+        await close(a, b)
+
+
+@pytest_twisted.ensureDeferred
 async def test_run_accepts_what_the_callback_took_and_releases_what_it_failed(
     broker: RunningBroker,
 ) -> None:
