@@ -222,6 +222,14 @@ class TransactionalIdNotFound(RustkaError):
     code = 24
 
 
+class InvalidRecordState(RustkaError):
+    """A share-group acknowledgement of a record the member does not hold (never given
+    to it, already acknowledged, or its lock ran out): Kafka's INVALID_RECORD_STATE
+    (docs/protocol.md 7.16)."""
+
+    code = 25
+
+
 ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
     cls.code: cls
     for cls in (
@@ -247,5 +255,6 @@ ERRORS_BY_CODE: dict[int, type[RustkaError]] = {
         AuthenticationFailed,
         InvalidTxnState,
         TransactionalIdNotFound,
+        InvalidRecordState,
     )
 }

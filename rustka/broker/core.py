@@ -307,6 +307,7 @@ class Broker:
                 state_log,
                 settings=settings,
                 classic_has_members=self.groups.has_active_members,
+                on_available=lambda topic, partition: self.waiters.wake((topic, partition)),
             )
             return opened
 

@@ -36,6 +36,10 @@ from rustka.errors import RustkaError
 from rustka.record.batch import parse_header
 from rustka.record.control import is_control
 from rustka.storage.share_partition import (
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
     DEFAULT_DELIVERY_COUNT_LIMIT,
     DEFAULT_LOCK_DURATION_MS,
     DEFAULT_MAX_IN_FLIGHT,
@@ -141,6 +145,22 @@ class ShareGroupDescription:
     members: tuple[MemberDescription, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SharePartitionState:
+    """A started share-partition as the operator's views show it: the in-flight window
+    ``start_offset``..``end_offset`` (exclusive) and how many of its records are in each
+    state (docs/kafka.md, "Share groups (KIP-932)")."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    available: int
+    acquired: int
+    acknowledged: int
+    archived: int
+
+
 AckBatch = tuple[int, int, Sequence[int]]
 """``(first_offset, last_offset, types)``: one acknowledgement batch, as on the wire."""
 
@@ -174,12 +194,19 @@ class ShareGroupCoordinator:
         *,
         settings: ShareSettings = ShareSettings(),
         classic_has_members: Callable[[str], bool] = lambda group_id: False,
+        on_available: Callable[[str, int], None] = lambda topic, partition: None,
     ) -> None:
         self._reactor = reactor
         self._core = core
         self._log = state_log
         self.settings = settings
         self._classic_has_members = classic_has_members
+        # Records released or unlocked are new to a waiting fetch, as an append is: the
+        # broker wakes the long-polls parked on the partition (`Waiters.wake`).
+        self._on_available = on_available
+        self.available_events = 0
+        """How many times records became available other than by an append: a waiting
+        fetch compares it before and after a try, so a wake-up between is not lost."""
         self._groups: dict[str, _Group] = {}
         self._partitions: dict[ShareKey, SharePartition] = {}
         self._expiry: dict[ShareKey, IDelayedCall] = {}
@@ -328,7 +355,14 @@ class ShareGroupCoordinator:
             for key, part in self._partitions.items()
             if key[0] == group_id and part.initialized
         ]
-        return self._append(changes)
+        return self._append(changes).addCallback(self._available, changes)
+
+    def _available(self, result: T, changes: Sequence[tuple[ShareKey, Delta]]) -> T:
+        """Wake the fetches waiting on the partitions of ``changes`` (once each)."""
+        self.available_events += 1
+        for _group, topic, partition in {key for key, delta in changes if delta}:
+            self._on_available(topic, partition)
+        return result
 
     def assignment_of(self, group_id: str, member_id: str) -> dict[str, list[int]]:
         """A member's current assignment (topic -> partitions); empty if unknown."""
@@ -363,9 +397,12 @@ class ShareGroupCoordinator:
         partition: int,
         max_records: int,
         max_bytes: int = 1 << 20,
+        start: str | None = None,
     ) -> defer.Deferred[AcquireResult]:
         """Acquire up to ``max_records`` records of a partition for a member, reading them
-        through the broker core; fires once the acquisition is durable."""
+        through the broker core; fires once the acquisition is durable. ``start``
+        ("earliest" or "latest") overrides the group's ``share.auto.offset.reset`` for a
+        share-partition read for the first time (the native queue consumer's choice)."""
         if self._core.partition_count(topic) <= partition or partition < 0:
             return defer.succeed(AcquireResult(E.UNKNOWN_TOPIC_OR_PARTITION))
         group = self._groups.setdefault(group_id, _Group(group_id))
@@ -381,7 +418,7 @@ class ShareGroupCoordinator:
         if not part.initialized or (part.start_offset or 0) > high_watermark:
             # Never read, or beyond the log's end (the topic was deleted and created
             # again under its name): start where share.auto.offset.reset says.
-            reset = group.auto_offset_reset or self.settings.auto_offset_reset
+            reset = start or group.auto_offset_reset or self.settings.auto_offset_reset
             changes.append(
                 (key, part.initialize(log_start if reset == "earliest" else high_watermark))
             )
@@ -447,7 +484,13 @@ class ShareGroupCoordinator:
                 error = E.INVALID_RECORD_STATE
                 break
         self._schedule_expiry(key, part)
-        return self._append(changes).addCallback(lambda _: int(error))
+        # A release makes records available; any acknowledgement may move the window's
+        # start and so make room under the in-flight bound.
+        return (
+            self._append(changes)
+            .addCallback(self._available, changes)
+            .addCallback(lambda _: int(error))
+        )
 
     def _schedule_expiry(self, key: ShareKey, part: SharePartition) -> None:
         deadline = part.next_deadline()
@@ -466,7 +509,7 @@ class ShareGroupCoordinator:
             return
         delta = part.expire_locks(self._now_ms())
         self._schedule_expiry(key, part)
-        self._append([(key, delta)]).addErrback(
+        self._append([(key, delta)]).addCallback(self._available, [(key, delta)]).addErrback(
             lambda f: log.failure("share state: writing lock expiries failed", f)
         )
 
@@ -604,6 +647,29 @@ class ShareGroupCoordinator:
             "delivery_count_limit": s.delivery_count_limit,
             "max_in_flight": s.max_in_flight,
         }
+
+    def partition_states(self, group_id: str) -> list[SharePartitionState]:
+        """Each started share-partition of the group, by topic and partition."""
+        out = []
+        for (group, topic, partition), part in sorted(self._partitions.items()):
+            if group != group_id or part.start_offset is None:
+                continue
+            tally = dict.fromkeys((AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), 0)
+            for record in part.records.values():
+                tally[record.state] += 1
+            out.append(
+                SharePartitionState(
+                    topic,
+                    partition,
+                    part.start_offset,
+                    part.end_offset,
+                    tally[AVAILABLE],
+                    tally[ACQUIRED],
+                    tally[ACKNOWLEDGED],
+                    tally[ARCHIVED],
+                )
+            )
+        return out
 
     def close(self) -> None:
         """Stop timers (the broker is stopping); the log is closed by its owner."""

@@ -118,6 +118,16 @@ class FetchResult:
     next_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class ShareRecord:
+    """A record a share group gave this member (docs/protocol.md 7.16): acknowledge it
+    by ``partition`` and ``record.offset``; ``delivery_count`` is 1 the first time."""
+
+    partition: int
+    delivery_count: int
+    record: Record
+
+
 def _error_from(response: p.Response, what: str) -> RustkaError:
     """The exception a non-success response stands for."""
     if isinstance(response, p.Error):
@@ -631,6 +641,55 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.DescribeStableOffsets(tuple(topics)), done)
 
+    def share_fetch(
+        self,
+        group: str,
+        member: str,
+        topic: str,
+        max_records: int,
+        max_wait_ms: int = 0,
+        start: int = 0,
+    ) -> Deferred[list[ShareRecord]]:
+        """Up to ``max_records`` records of ``topic`` locked for ``member`` of share group
+        ``group`` (ShareFetch, docs/protocol.md 7.16), in partition and offset order;
+        an empty list if none came within ``max_wait_ms``. Batch CRCs are verified."""
+
+        def done(response: p.Response) -> list[ShareRecord]:
+            answer = _expect(response, p.ShareRecords, "ShareFetch")
+            return [r for part in answer.partitions for r in _acquired_records(part)]
+
+        return self._call(p.ShareFetch(group, member, topic, max_records, max_wait_ms, start), done)
+
+    def share_acknowledge(
+        self, group: str, member: str, topic: str, acks: Sequence[tuple[int, int, int]]
+    ) -> Deferred[dict[int, int]]:
+        """Acknowledge ``(partition, offset, kind)`` records (1 accept, 2 release,
+        3 reject); fires once durable with each partition's code (0, or 25 for a
+        record the member does not hold)."""
+
+        def done(response: p.Response) -> dict[int, int]:
+            answer = _expect(response, p.ShareAcknowledged, "ShareAcknowledge")
+            return {r.partition: r.code for r in answer.results}
+
+        acked = tuple(p.ShareAck(*a) for a in acks)
+        return self._call(p.ShareAcknowledge(group, member, topic, acked), done)
+
+    def share_leave(self, group: str, member: str) -> Deferred[None]:
+        """Release what ``member`` holds and has not acknowledged (ShareLeave)."""
+
+        def done(response: p.Response) -> None:
+            _expect(response, p.ShareLeft, "ShareLeave")
+
+        return self._call(p.ShareLeave(group, member), done)
+
+    def describe_share_group(self, group: str) -> Deferred[p.ShareGroupDescribed]:
+        """A share group's members and each started partition's in-flight window."""
+
+        def done(response: p.Response) -> p.ShareGroupDescribed:
+            return _expect(response, p.ShareGroupDescribed, "DescribeShareGroup")
+
+        return self._call(p.DescribeShareGroup(group), done)
+
     def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Raise a topic's partition count; fires with the new count."""
 
@@ -692,6 +751,34 @@ def _unpack_batches(result: p.Batches, offset: int) -> FetchResult:
             next_offset = max(next_offset, header.next_offset)
             pos += header.size
     return FetchResult(records, result.log_start, result.high_watermark, next_offset)
+
+
+def _acquired_records(part: p.SharePartitionRecords) -> list[ShareRecord]:
+    """The records of a ShareRecords partition that lie in its acquired ranges: the
+    batches may hold others, which are not this member's."""
+    data = part.batches
+    ranges = part.acquired
+    out: list[ShareRecord] = []
+    pos = 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        for r in ranges:
+            if r.first <= header.last_offset and header.base_offset <= r.last:
+                break
+        else:
+            pos += header.size
+            continue
+        stamp = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
+        for record in decode_records(data, pos):
+            offset = record.offset
+            for r in ranges:
+                if r.first <= offset <= r.last:
+                    if stamp is not None:
+                        record = record._replace(timestamp=stamp)
+                    out.append(ShareRecord(part.partition, r.delivery_count, record))
+                    break
+        pos += header.size
+    return out
 
 
 # --------------------------------------------------------------------------- connecting

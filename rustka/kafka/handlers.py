@@ -24,11 +24,13 @@ from twisted.python.failure import Failure
 from rustka import errors
 from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT
 from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEntry
+from rustka.errors import InvalidBatch
 from rustka.kafka import txn_handlers
 from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.topic_ids import topic_id, topic_names
+from rustka.record import legacy
 from rustka.record.header import (
     ATTRIBUTES_LOW_AT,
     CODEC_MASK,
@@ -39,6 +41,7 @@ from rustka.record.header import (
     MIN_BATCH_LENGTH,
     is_transactional_batch,
 )
+from rustka.record.legacy import is_legacy, up_convert
 
 # Kafka's answer for "no such record": ListOffsets' timestamp and offset of -1.
 _NONE = -1
@@ -168,6 +171,9 @@ _BATCH_LENGTH = struct.Struct(">i")
 _ZSTD = 4
 # Produce v7 is the first that may carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE = 7
+# Below these, requests and responses carry magic 0/1 message sets (`rustka.record.legacy`).
+_FIRST_BATCH_PRODUCE = 3
+_FIRST_BATCH_FETCH = 4
 
 
 def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body | None]:
@@ -208,6 +214,12 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
         for part in topic["partition_data"]:
             index = part["index"]
             records = part["records"]
+            if version < _FIRST_BATCH_PRODUCE and records is not None and is_legacy(records):
+                try:
+                    records = up_convert(records)
+                except InvalidBatch as exc:
+                    parts_out.append(_produce_error(index, error_code(exc), str(exc)))
+                    continue
             refusal = _records_refusal(version, records)
             if refusal is not None:
                 parts_out.append(_produce_error(index, *refusal))
@@ -247,7 +259,7 @@ def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
     I/O pool, by the log validator (`accept_batches`).
     """
     if records is None or len(records) == 0:
-        return E.INVALID_RECORD, "Produce v3+ needs one record batch per partition"
+        return E.INVALID_RECORD, "Produce needs one record batch or message set per partition"
     size = len(records)
     if size > MAGIC_AT and records[MAGIC_AT] != MAGIC:
         return E.INVALID_RECORD, f"magic {records[MAGIC_AT]}: Produce v3+ carries only magic 2"
@@ -359,7 +371,22 @@ def fetch(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]
         max_wait_ms=body.get("max_wait_ms", 0),
         committed=committed,
     )
-    return d.addCallback(_fetch_answer, broker, wanted)
+    d.addCallback(_fetch_answer, broker, wanted)
+    if version < _FIRST_BATCH_FETCH:
+        d.addCallback(_as_message_sets, 0 if version < 2 else 1, wanted)
+    return d
+
+
+def _as_message_sets(answer: Body, magic: int, wanted: list[tuple[str, int, int, int]]) -> Body:
+    """Fetch v0-3 carry magic 0 (v0-1) or magic 1 (v2-3) messages: the stored batches
+    converted down, as Kafka 3.9 did (docs/kafka.md, "Old versions")."""
+    start = {(t, p): offset for t, p, offset, _ in wanted}
+    for topic in answer["responses"]:
+        for part in topic["partitions"]:
+            if part["records"]:
+                first = start[(topic["topic"], part["partition_index"])]
+                part["records"] = [legacy.down_convert(part["records"], magic, first)]
+    return answer
 
 
 def _fetch_answer(results: list[Any], broker: Any, wanted: list[tuple[str, int, int, int]]) -> Body:
@@ -444,6 +471,10 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
                             "timestamp": timestamp,
                             "offset": offset,
                             "leader_epoch": 0,
+                            # v0 (docs/kafka.md, "Old versions"): the one offset as a list.
+                            "old_style_offsets": [offset][: part["max_num_offsets"]]
+                            if offset >= 0
+                            else [],
                         }
                     )
                 except Exception as exc:
@@ -454,6 +485,7 @@ def list_offsets(ctx: RequestContext, version: int, body: Body) -> defer.Deferre
                             "timestamp": _NONE,
                             "offset": _NONE,
                             "leader_epoch": -1,
+                            "old_style_offsets": [],
                         }
                     )
             topics.append({"name": topic["name"], "partitions": parts})

@@ -413,10 +413,9 @@ class KafkaFactory(Factory):
         self.bad_requests = 0
 
     def advertised_versions(self) -> list[tuple[int, int, int]]:
-        """(key, min, max) of every API this front-end implements: never more, except
-        Produce's v0-2, listed as Kafka lists them (docs/kafka.md)."""
+        """(key, min, max) of every API this front-end implements, never more."""
         return [
-            (key, messages.APIS[key].advertised_min, messages.APIS[key].max_version)
+            (key, messages.APIS[key].min_version, messages.APIS[key].max_version)
             for key in sorted(self.handlers)
             if key in messages.APIS
         ]

@@ -59,6 +59,15 @@ def _on_group_and_topic(group_op: Operation, topic_op: Operation) -> Rule:
     return rule
 
 
+def _on_group(op: Operation) -> Rule:
+    def rule(gate: Gate, req: Any) -> Decision:
+        if gate.allows(op, GROUP, req.group):
+            return None
+        return _refusal(op, GROUP, req.group)
+
+    return rule
+
+
 def _open(gate: Gate, req: Any) -> Decision:
     return None
 
@@ -191,6 +200,11 @@ _BASE_RULES: dict[type, Rule] = {
     p.DescribeTransaction: _describe_transaction,
     p.AbortTransaction: _abort_transaction,
     p.DescribeStableOffsets: _topic_listing,
+    # Kafka's ShareFetch and ShareAcknowledge: READ on the group and the topic.
+    p.ShareFetch: _on_group_and_topic(Op.READ, Op.READ),
+    p.ShareAcknowledge: _on_group_and_topic(Op.READ, Op.READ),
+    p.ShareLeave: _on_group(Op.READ),
+    p.DescribeShareGroup: _on_group(Op.DESCRIBE),
 }
 
 RULES: Final[Mapping[type, Rule]] = MappingProxyType(_BASE_RULES)

@@ -21,8 +21,10 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 import rustka
+from rustka.broker import share_queue
 from rustka.broker.core import DELETE, SET, AppendResult, Broker, ReadResult, TopicInfo
 from rustka.broker.produce import EarlyAnswer
+from rustka.broker.share_groups import AcquireResult
 from rustka.broker.stats import RequestStats
 from rustka.config import ConfigEntry, describe_topic_configs
 from rustka.errors import InvalidRequest, TransactionalIdNotFound
@@ -89,6 +91,10 @@ class NativeHandler:
             p.DescribeTransaction: self._describe_transaction,
             p.AbortTransaction: self._abort_transaction,
             p.DescribeStableOffsets: self._describe_stable_offsets,
+            p.ShareFetch: self._share_fetch,
+            p.ShareAcknowledge: self._share_acknowledge,
+            p.ShareLeave: self._share_leave,
+            p.DescribeShareGroup: self._describe_share_group,
         }
         # The ACL changes are audited with who made them.
         self._by_principal: dict[type, Callable[[Any, str], defer.Deferred[Any]]] = {
@@ -452,6 +458,100 @@ class NativeHandler:
                 )
             topics.append(p.TopicStableOffsets(info.name, tuple(parts)))
         return p.StableOffsets(tuple(topics))
+
+    # -- share groups: a topic as a work queue (docs/protocol.md 7.16) ---------------------
+
+    def _share_fetch(self, req: p.ShareFetch) -> defer.Deferred[p.Response]:
+        if req.start not in _SHARE_STARTS:
+            raise InvalidRequest(f"ShareFetch start {req.start}: 0, 1 (earliest) or 2 (latest)")
+        d = share_queue.take(
+            self.broker,
+            req.group,
+            _member(req.member),
+            req.topic,
+            req.max_records,
+            req.max_wait_ms,
+            _SHARE_STARTS[req.start],
+        )
+        return d.addCallback(_share_records)
+
+    def _share_acknowledge(self, req: p.ShareAcknowledge) -> defer.Deferred[p.Response]:
+        for ack in req.acks:
+            if ack.kind not in _ACK_KINDS:
+                raise InvalidRequest(f"acknowledgement kind {ack.kind}: 1, 2 or 3")
+        acks = [(a.partition, a.offset, a.kind) for a in req.acks]
+        d = share_queue.acknowledge(self.broker, req.group, _member(req.member), req.topic, acks)
+        return d.addCallback(
+            lambda results: p.ShareAcknowledged(
+                tuple(p.ShareAckResult(partition, code) for partition, code in results)
+            )
+        )
+
+    def _share_leave(self, req: p.ShareLeave) -> defer.Deferred[p.Response]:
+        d = share_queue.leave(self.broker, req.group, _member(req.member))
+        return d.addCallback(lambda _: p.ShareLeft())
+
+    def _describe_share_group(self, req: p.DescribeShareGroup) -> p.Response:
+        shares = share_queue.coordinator(self.broker)
+        desc = shares.describe(req.group)
+        return p.ShareGroupDescribed(
+            req.group,
+            desc.state,
+            desc.group_epoch,
+            tuple(
+                p.ShareMember(
+                    m.member_id,
+                    m.member_epoch,
+                    tuple(
+                        p.TopicPartition(topic, partition)
+                        for topic, partitions in sorted(m.assignment.items())
+                        for partition in sorted(partitions)
+                    ),
+                )
+                for m in desc.members
+            ),
+            tuple(
+                p.SharePartitionWindow(
+                    w.topic,
+                    w.partition,
+                    w.start_offset,
+                    w.end_offset,
+                    w.available,
+                    w.acquired,
+                    w.acknowledged,
+                    w.archived,
+                )
+                for w in shares.partition_states(req.group)
+            ),
+        )
+
+
+# ShareFetch's ``start``: the group's own setting, earliest, latest.
+_SHARE_STARTS = {0: None, 1: "earliest", 2: "latest"}
+# Kafka's acknowledgement types: accept, release, reject.
+_ACK_KINDS = frozenset({1, 2, 3})
+
+
+def _member(member: str) -> str:
+    if not member or len(member) > _MAX_MEMBER_ID:
+        raise InvalidRequest(f"a share member id is 1 to {_MAX_MEMBER_ID} characters")
+    return member
+
+
+_MAX_MEMBER_ID = 255
+
+
+def _share_records(taken: list[tuple[int, AcquireResult]]) -> p.Response:
+    return p.ShareRecords(
+        tuple(
+            p.SharePartitionRecords(
+                partition,
+                b"".join(result.chunks),
+                tuple(p.AcquiredRange(r.first, r.last, r.delivery_count) for r in result.acquired),
+            )
+            for partition, result in taken
+        )
+    )
 
 
 def _time(ms: int) -> int:

@@ -348,6 +348,61 @@ class DescribeStableOffsets:
     topics: StrArray = ()
 
 
+@request
+class ShareFetch:
+    """Op 32: take up to ``max_records`` records of a topic for one member of a share
+    group (a queue consumer, docs/protocol.md 7.16), waiting up to ``max_wait_ms`` for
+    some. ``start`` says where a partition the group never read starts: 0 the group's
+    setting (Kafka's ``share.auto.offset.reset``, latest unless set), 1 earliest,
+    2 latest."""
+
+    OP: ClassVar[int] = 32
+    group: Str
+    member: Str
+    topic: Str
+    max_records: UInt32
+    max_wait_ms: UInt32
+    start: UInt8 = 0
+
+
+@item
+class ShareAck:
+    """One record's acknowledgement: 1 accept, 2 release (deliver again), 3 reject."""
+
+    partition: UInt32
+    offset: UInt64
+    kind: UInt8
+
+
+@request
+class ShareAcknowledge:
+    """Op 33: acknowledge records a ShareFetch gave this member."""
+
+    OP: ClassVar[int] = 33
+    group: Str
+    member: Str
+    topic: Str
+    acks: Annotated[tuple[ShareAck, ...], Array(ShareAck)]
+
+
+@request
+class ShareLeave:
+    """Op 34: the member stops; every record it holds and has not acknowledged is
+    released at once (its delivery counted), instead of when its lock runs out."""
+
+    OP: ClassVar[int] = 34
+    group: Str
+    member: Str
+
+
+@request
+class DescribeShareGroup:
+    """Op 35: a share group's members and each started partition's in-flight window."""
+
+    OP: ClassVar[int] = 35
+    group: Str
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -713,6 +768,105 @@ class StableOffsets:
 
     TAG: ClassVar[int] = 29
     topics: Annotated[tuple[TopicStableOffsets, ...], Array(TopicStableOffsets)]
+
+
+@item
+class AcquiredRange:
+    """Records ``first``..``last`` (inclusive) are this member's, delivered for the
+    ``delivery_count``-th time."""
+
+    first: UInt64
+    last: UInt64
+    delivery_count: UInt16
+
+
+@item
+class SharePartitionRecords:
+    """One partition of a ShareRecords answer: the stored batches holding the acquired
+    records, byte for byte, and which of their records were acquired (a batch may hold
+    records that are not this member's)."""
+
+    partition: UInt32
+    batches: Bytes
+    acquired: Annotated[tuple[AcquiredRange, ...], Array(AcquiredRange)]
+
+
+@response
+class ShareRecords:
+    """Tag 30: the answer to ShareFetch; no partitions when nothing came in time."""
+
+    TAG: ClassVar[int] = 30
+    partitions: Annotated[tuple[SharePartitionRecords, ...], Array(SharePartitionRecords)]
+
+
+@item
+class ShareAckResult:
+    """A partition's acknowledgements: code 0, or 25 (InvalidRecordState) for the first
+    that named a record this member does not hold; those after it were not applied."""
+
+    partition: UInt32
+    code: UInt16
+
+
+@response
+class ShareAcknowledged:
+    """Tag 31: the answer to ShareAcknowledge, one result per partition named."""
+
+    TAG: ClassVar[int] = 31
+    results: Annotated[tuple[ShareAckResult, ...], Array(ShareAckResult)]
+
+
+@response
+class ShareLeft:
+    """Tag 32: the answer to ShareLeave."""
+
+    TAG: ClassVar[int] = 32
+
+
+@item
+class TopicPartition:
+    """One partition of a topic."""
+
+    topic: Str
+    partition: UInt32
+
+
+@item
+class ShareMember:
+    """A member that joined by ShareGroupHeartbeat (Kafka's share consumers), with its
+    epoch and assignment; native workers (op 32) hold records without joining."""
+
+    member_id: Str
+    member_epoch: UInt32
+    assignment: Annotated[tuple[TopicPartition, ...], Array(TopicPartition)]
+
+
+@item
+class SharePartitionWindow:
+    """A started share-partition: the in-flight window ``start_offset`` to
+    ``end_offset`` (exclusive; below the start everything is done) and how many of its
+    records are available, acquired (locked for a member), acknowledged and archived."""
+
+    topic: Str
+    partition: UInt32
+    start_offset: UInt64
+    end_offset: UInt64
+    available: UInt32
+    acquired: UInt32
+    acknowledged: UInt32
+    archived: UInt32
+
+
+@response
+class ShareGroupDescribed:
+    """Tag 33: the answer to DescribeShareGroup; state "Dead" for a group unknown here."""
+
+    TAG: ClassVar[int] = 33
+    group: Str
+    state: Str
+    group_epoch: UInt32
+    members: Annotated[tuple[ShareMember, ...], Array(ShareMember)]
+    partitions: Annotated[tuple[SharePartitionWindow, ...], Array(SharePartitionWindow)]
 
 
 # --------------------------------------------------------------------------- ACL entries

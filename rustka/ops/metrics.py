@@ -88,6 +88,7 @@ class BrokerCollector(Collector):
         yield from self._authentication()
         yield self._lag()
         yield from self._group_members()
+        yield from self._share_groups()
 
     def _requests(self) -> Iterator[Metric]:
         stats = self.factory.request_stats
@@ -473,6 +474,37 @@ class BrokerCollector(Collector):
             generation.add_metric((group_id,), desc.generation_id)
         yield members
         yield generation
+
+    def _share_groups(self) -> Iterator[Metric]:
+        """Share groups (docs/kafka.md, "Share groups (KIP-932)"): what happened to their
+        records since the start, and their members."""
+        shares = getattr(self.broker, "share_groups", None)
+        if shares is None:
+            return
+        counts = shares.counts
+        records = CounterMetricFamily(
+            "rustka_share_records",
+            "Records of share groups by what happened to them: acquired by a member, "
+            "accepted, released (to be delivered again), rejected, archived (rejected, or "
+            "past the delivery count limit).",
+            labels=("event",),
+        )
+        for event in ("acquired", "accepted", "released", "rejected", "archived"):
+            records.add_metric((event,), getattr(counts, event))
+        yield records
+        yield CounterMetricFamily(
+            "rustka_share_lock_expiries",
+            "Acquisition locks of share groups that ran out before the member acknowledged.",
+            value=counts.lock_expiries,
+        )
+        members = GaugeMetricFamily(
+            "rustka_share_group_members",
+            "Members of a share group (ShareGroupHeartbeat), by group and state.",
+            labels=("group", "state"),
+        )
+        for group_id, state in shares.list_groups():
+            members.add_metric((group_id, state), len(shares.describe(group_id).members))
+        yield members
 
 
 class MetricsPage(resource.Resource):

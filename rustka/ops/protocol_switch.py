@@ -80,8 +80,8 @@ def _kafka_client(api_key: int, version: int) -> bool:
 def _kafka_version(api_key: int, version: int) -> bool:
     """Whether the Kafka front-end serves this key at this version instead of closing.
 
-    It serves each declared API's range (`ApiSpec.supports`: for Produce not the
-    older versions ApiVersions may list); an ApiVersions newer than its range gets
+    It serves each declared API's range (`ApiSpec.supports`); an ApiVersions newer
+    than its range gets
     the table (docs/kafka.md, "Versions outside the table"), because a client
     probes with the newest version it knows.
     """
@@ -109,8 +109,8 @@ def is_kafka_request(payload: bytes | bytearray | memoryview) -> bool:
         return False
     key, version = header.api_key, header.api_version
     if not _kafka_version(key, version):
-        # A Kafka client's request rustka does not serve (SaslHandshake, an old
-        # OffsetCommit): its header is whole, and the front-end closes the connection.
+        # A Kafka client's request rustka does not serve (a newer client's version):
+        # its header is whole, and the front-end closes the connection.
         return _kafka_client(key, version)
     if not messages.APIS[key].supports(version):
         return True  # a newer ApiVersions: the front-end answers without reading the body

@@ -5,11 +5,12 @@ tests/kafka/go/sarama_check/main.go, which each test run builds with Debian's Go
 (GO111MODULE=off, the library from /usr/share/gocode). Sarama picks request
 versions from its configured Kafka version instead of ApiVersions; at V1_0_0_0 it
 writes RecordBatch v2 with headers (Produce v3) and speaks Fetch v4, JoinGroup v1,
-SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1 and OffsetCommit v2.
+SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1 and OffsetCommit v1 (v2 with a
+retention set).
 
-Debian's other Go Kafka library, segmentio/kafka-go 0.2.1, is not used: it only
-writes MessageSet v1 in Produce v2 and reads with Fetch v2, versions Kafka 4.0
-removed and rustka never offered (docs/kafka.md, "APIs and versions").
+Configured for older Kafka versions, sarama sends the versions Kafka 4.0 removed
+(KIP-896) and rustka serves as Kafka 3.9 did (docs/kafka.md, "Old versions"):
+OffsetCommit v1, and Produce v0-2 / Fetch v0-3 with magic 0/1 message sets.
 
 Each sarama run is a subprocess started from a reactor pool thread, so the broker
 keeps serving in the test's own thread; what sarama reports is compared with
@@ -168,11 +169,14 @@ async def test_sarama_produces_keys_headers_and_timestamps_as_stored_record_batc
         ]
 
 
+# Sarama's default retention (0s) commits with OffsetCommit v1, which Kafka 4.0 removed
+# (KIP-896) and rustka serves as Kafka 3.9 did; a retention selects v2.
+@pytest.mark.parametrize("retention", ["0s", "24h"])
 @pytest_twisted.ensureDeferred
 async def test_a_sarama_group_commits_what_it_read_and_the_next_run_resumes_there(
-    broker: RunningBroker, sarama_check: Path
+    broker: RunningBroker, sarama_check: Path, retention: str
 ) -> None:
-    topic, group = "go-group", "g-sarama"
+    topic, group = f"go-group-{retention}", f"g-sarama-{retention}"
     await make_topic(broker, topic, 2)
 
     async def produce(start: int, count: int) -> None:
@@ -189,7 +193,9 @@ async def test_a_sarama_group_commits_what_it_read_and_the_next_run_resumes_ther
         return sorted(r["value"] for r in run["records"])
 
     await produce(0, 10)
-    first = await sarama(sarama_check, "group", brokers=broker.address, topic=topic, group=group)
+    first = await sarama(
+        sarama_check, "group", brokers=broker.address, topic=topic, group=group, retention=retention
+    )
     assert first["claims"] == {topic: [0, 1]}
     assert values(first) == sorted(f"v-{i}" for i in range(10))
     assert all(r["headers"] == [["n", r["value"][2:]]] for r in first["records"])
@@ -200,10 +206,66 @@ async def test_a_sarama_group_commits_what_it_read_and_the_next_run_resumes_ther
 
     await produce(10, 4)
     again = await sarama(
-        sarama_check, "group", brokers=broker.address, topic=topic, group=group, count=4
+        sarama_check,
+        "group",
+        brokers=broker.address,
+        topic=topic,
+        group=group,
+        count=4,
+        retention=retention,
     )
     assert values(again) == sorted(f"v-{i}" for i in range(10, 14))
     assert sorted((r["partition"], r["offset"]) for r in again["records"]) == [
         (p, o) for p in (0, 1) for o in (5, 6)
     ]
     assert broker.broker.committed_offsets(group) == {(topic, 0): 7, (topic, 1): 7}
+
+
+# Sarama's request versions follow its configured Kafka version: 0.8.2 (its default)
+# sends Produce v0 and Fetch v0 with magic-0 messages, 0.10.0 Produce v2 and Fetch v2
+# with magic-1 messages (timestamps, lz4), all of which Kafka 4.0 removed (KIP-896).
+@pytest.mark.parametrize(
+    ("kafka_version", "codec"),
+    [("0.8.2.0", "none"), ("0.8.2.0", "gzip"), ("0.8.2.0", "snappy"), ("0.10.0.0", "lz4")],
+)
+@pytest_twisted.ensureDeferred
+async def test_sarama_at_old_kafka_versions_writes_and_reads_the_old_message_formats(
+    broker: RunningBroker, sarama_check: Path, kafka_version: str, codec: str
+) -> None:
+    topic, count = f"go-{kafka_version}-{codec}", 6
+    await make_topic(broker, topic, 1)
+    old = {"kafka_version": kafka_version, "brokers": broker.address, "topic": topic}
+    delivered = await sarama(
+        sarama_check, "produce", count=count, codec=codec, prefix=codec, headers="false", **old
+    )
+    assert [(d["partition"], d["offset"]) for d in delivered] == [(0, i) for i in range(count)]
+    timestamps = kafka_version != "0.8.2.0"  # magic 0 has none: Kafka stores -1
+    expected_ts = [BASE_TS + i * 1000 if timestamps else -1 for i in range(count)]
+
+    # Stored as Kafka 3.9's validator up-converts: one v2 batch with sarama's codec, the
+    # keys, values and timestamps, no headers, no producer id.
+    batches = await stored_batches(broker, topic, 0)
+    assert [(h.magic, codec_of(h), h.base_offset, h.record_count) for h, _ in batches] == [
+        (2, codec, 0, count)
+    ]
+    header, records = batches[0]
+    assert (header.producer_id, header.max_timestamp) == (-1, max(expected_ts))
+    assert records == [
+        Record(f"key-{i}".encode(), f"{codec}-{i}".encode(), (), expected_ts[i], i)
+        for i in range(count)
+    ]
+
+    # Read back with the same old Fetch version (down-converted message sets), from the
+    # middle of the batch: the records below the fetch offset are left out.
+    read = await sarama(sarama_check, "read", partition=0, offset=2, count=count - 2, **old)
+    assert read == [
+        {
+            "partition": 0,
+            "offset": i,
+            "key": f"key-{i}",
+            "value": f"{codec}-{i}",
+            "headers": [],
+            "timestamp_ms": expected_ts[i],
+        }
+        for i in range(2, count)
+    ]

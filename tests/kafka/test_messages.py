@@ -77,9 +77,9 @@ EXPECTED_TABLE = {
     30: ("CreateAcls", 0, 3, 2),
     31: ("DeleteAcls", 0, 3, 2),
     3: ("Metadata", 0, 12, 9),
-    0: ("Produce", 3, 8, 9),
-    1: ("Fetch", 4, 11, 12),
-    2: ("ListOffsets", 1, 5, 6),
+    0: ("Produce", 0, 8, 9),
+    1: ("Fetch", 0, 11, 12),
+    2: ("ListOffsets", 0, 5, 6),
     22: ("InitProducerId", 0, 4, 2),
     # Transactions (docs/kafka.md, "Transactions").
     24: ("AddPartitionsToTxn", 0, 3, 3),
@@ -96,8 +96,8 @@ EXPECTED_TABLE = {
     14: ("SyncGroup", 0, 3, 4),
     12: ("Heartbeat", 0, 3, 4),
     13: ("LeaveGroup", 0, 3, 4),
-    8: ("OffsetCommit", 2, 7, 8),
-    9: ("OffsetFetch", 1, 7, 6),
+    8: ("OffsetCommit", 0, 7, 8),
+    9: ("OffsetFetch", 0, 7, 6),
     16: ("ListGroups", 0, 4, 3),
     15: ("DescribeGroups", 0, 4, 5),
     # Admin APIs (docs/kafka.md, "APIs and versions").
@@ -192,18 +192,14 @@ def test_api_versions_table_is_sorted_and_complete() -> None:
     assert table[0] == {"api_key": 0, "min_version": 0, "max_version": 8}
 
 
-def test_only_produce_is_listed_below_the_versions_it_accepts() -> None:
-    """Produce v0-2 are listed, as Kafka 4.0 lists them (librdkafka compresses only for a
-    broker listing Produce v0), but still not accepted; every other API lists what it
-    accepts."""
+def test_every_api_lists_exactly_what_it_accepts() -> None:
+    """Produce v0 is listed (librdkafka up to 2.11 compresses only for a broker listing
+    it) and, since rustka converts the old message sets, accepted too."""
     listed = {
         row["api_key"]: (row["min_version"], row["max_version"]) for row in api_versions_table()
     }
-    accepted = {k: (s.min_version, s.max_version) for k, s in APIS.items()}
-    assert {k for k in listed if listed[k] != accepted[k]} == {0}
-    assert listed[0] == (0, 8)
-    assert accepted[0] == (3, 8)
-    assert not APIS[0].supports(2) and APIS[0].supports(3)
+    assert listed == {k: (s.min_version, s.max_version) for k, s in APIS.items()}
+    assert listed[0] == (0, 8) and APIS[0].supports(0)
 
 
 def test_error_codes_match_kafka() -> None:
@@ -274,6 +270,11 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (3, 8, {"topics": None, "include_cluster_authorized_operations": True,
             "include_topic_authorized_operations": True}, "ffffffff 01 01 01"),
     # Produce
+    # v0-2: no transactional id; the records are a magic 0/1 message set (not parsed here).
+    (0, 0, {"acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": "t",
+                            "partition_data": [{"index": 0, "records": b"\xaa"}]}]},
+     "0001 00007530 00000001 " + TOPIC_T + " 00000001 00000000 00000001 aa"),
     (0, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
             "topic_data": [{"name": "t",
                             "partition_data": [{"index": 0, "records": b"\xaa\xbb"}]}]},
@@ -282,6 +283,15 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
             "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": None}]}]},
      "0001 78 ffff 00007530 00000001 " + TOPIC_T + " 00000001 00000001 ffffffff"),
     # Fetch
+    # v0-2: no max_bytes, no isolation level (v3 adds the first, v4 the second).
+    (1, 0, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1048576}]}]},
+     "ffffffff 000001f4 00000001"
+     " 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000007 00100000"),
+    (1, 3, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1024,
+            "topics": []},
+     "ffffffff 000001f4 00000001 00000400 00000000"),
     (1, 4, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
             "isolation_level": 1,
             "topics": [{"topic": "t", "partitions": [
@@ -302,6 +312,9 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " 00000000 ffffffff 0000000000000007 ffffffffffffffff 00100000"  # epoch/log start -1
      " 00000000 0001 72"),  # no forgotten topics, rack "r"
     # ListOffsets
+    (2, 0, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
+     "ffffffff 00000001 " + TOPIC_T + " 00000001 00000000 ffffffffffffffff 00000001"),
     (2, 1, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "timestamp": -2}]}]},
      "ffffffff 00000001 " + TOPIC_T + " 00000001 00000000 fffffffffffffffe"),
@@ -504,6 +517,17 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (13, 3, {"group_id": "g", "members": [{"member_id": "m", "group_instance_id": None}]},
      "0001 67 00000001 0001 6d ffff"),
     # OffsetCommit
+    # v0 (KIP-896 removed it in Kafka 4.0): no generation, member or retention.
+    (8, 0, {"group_id": "g", "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000001 00000000 0000000000000005 0001 6d"),
+    # v1 (sarama 1.22): generation and member, and a commit timestamp per partition.
+    (8, 1, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "commit_timestamp": 7,
+                 "committed_metadata": None}]}]},
+     "0001 67 00000001 0001 6d 00000001 " + TOPIC_T
+     + " 00000001 00000000 0000000000000005 0000000000000007 ffff"),
     (8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
             "topics": [{"name": "t", "partitions": [
                 {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]},
@@ -521,6 +545,8 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      "0001 67 00000001 0001 6d ffff 00000001 " + TOPIC_T
      + " 00000001 00000000 0000000000000005 ffffffff ffff"),
     # OffsetFetch
+    (9, 0, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]},
+     "0001 67 00000001 " + TOPIC_T + " 00000001 00000000"),
     (9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
      "0001 67 00000001 " + TOPIC_T + " 00000002 00000000 00000001"),
     (9, 2, {"group_id": "g", "topics": None}, "0001 67 ffffffff"),  # null = all topics
@@ -638,6 +664,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " 00000001 0000 00000000 00000001 00000000 00000001 00000001 00000001 00000001 00000000"
      " 80000000 80000000"),  # topic and cluster authorized operations default INT32_MIN
     # Produce
+    (0, 0, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"),  # nothing after
+    (0, 1, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5}]}], "throttle_time_ms": 7},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005 00000007"),
+    (0, 2, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5, "log_append_time_ms": 9}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"
+     " 0000000000000009 00000000"),
     (0, 3, {"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": 0, "base_offset": 5}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000005"
@@ -655,6 +691,12 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " ffffffffffffffff ffffffffffffffff"
      " 00000001 00000001 0003 626164 ffff 00000000"),
     # Fetch
+    (1, 0, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 3, "records": [b"\x01"]}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000003 00000001 01"),
+    (1, 1, {"throttle_time_ms": 2, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 3, "records": None}]}]},
+     "00000002 00000001 " + TOPIC_T + " 00000001 00000000 0000 0000000000000003 ffffffff"),
     (1, 4, {"responses": [{"topic": "t", "partitions": [
         {"partition_index": 0, "high_watermark": 3, "last_stable_offset": 3,
          "records": b"\x01\x02\x03"}]}]},
@@ -669,6 +711,10 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      " 00000001 0000000000000001 0000000000000002"
      " ffffffff 00000003 010203"),  # preferred read replica -1, records joined
     # ListOffsets
+    # v0: the offsets as a list, no timestamp (removed by KIP-896, still sent by sarama).
+    (2, 0, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "old_style_offsets": [10]}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000 00000001 000000000000000a"),
     (2, 1, {"topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "error_code": 0, "offset": 10}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 0000 ffffffffffffffff 000000000000000a"),
@@ -863,11 +909,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (13, 3, {"members": [{"member_id": "m", "group_instance_id": None, "error_code": 25}]},
      "00000000 0000 00000001 0001 6d ffff 0019"),
     # OffsetCommit
+    (8, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (8, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 0000"),
     (8, 7, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
      "00000000 00000001 " + TOPIC_T + " 00000001 00000000 0016"),
     # OffsetFetch
+    (9, 0, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 3, "metadata": "m", "error_code": 0}]}]},
+     "00000001 " + TOPIC_T + " 00000001 00000000 0000000000000003 0001 6d 0000"),
     (9, 1, {"topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "committed_offset": -1, "metadata": "", "error_code": 0}]}]},
      "00000001 " + TOPIC_T + " 00000001 00000000 ffffffffffffffff 0000 0000"),
@@ -1428,7 +1479,7 @@ def test_null_client_id() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: decode_request(0, 2, b"", 0), "Produce v2 is not supported"),
+        (lambda: decode_request(0, 9, b"", 0), "Produce v9 is not supported"),
         (lambda: encode_response(1, 12, 1, {}), "Fetch v12 is not supported"),
         (lambda: decode_response(3, 13, hx("00000001")), "Metadata v13 is not supported"),
         (lambda: encode_request(71, 0, 1, "c", {}), "unknown api key 71"),

@@ -253,7 +253,7 @@ async def test_unsupported_api_versions_gets_the_table_and_the_connection_stays(
     assert cid == 7
     assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
     table = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
-    assert table[API_VERSIONS] == (0, 4) and table[FETCH] == (4, 11)
+    assert table[API_VERSIONS] == (0, 4) and table[FETCH] == (0, 11)
     # The same connection goes on: a v0 ApiVersions is answered normally.
     c.transport.write(framed(messages.encode_request(API_VERSIONS, 0, 8, "t", {})))
     frames = await c.expect(2)
@@ -293,25 +293,29 @@ async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
 
 
 @pytest_twisted.ensureDeferred
-async def test_produce_v0_to_v2_are_listed_but_a_request_of_them_closes_the_connection(
+async def test_a_damaged_old_message_set_is_refused_and_the_connection_goes_on(
     broker: RunningBroker,
 ) -> None:
-    """ApiVersions lists Produce from v0, as Kafka 4.0 does, since librdkafka up to 2.11
-    compresses only for a broker that lists Produce v0; a Produce v0-2 actually sent is
-    refused like any version rustka does not accept (RecordBatch v2 needs Produce v3+)."""
-    factory = broker.top.kafka_factory
-    c = await raw(broker.port)
-    c.transport.write(framed(messages.encode_request(API_VERSIONS, 0, 1, "t", {})))
-    [answer] = await c.expect(1)
-    _, body = messages.decode_response(API_VERSIONS, 0, answer)
-    table = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
-    assert table[PRODUCE] == (0, 8)
-    before = factory.bad_requests
-    # Produce v2's body: acks, timeout, an empty topic array (no transactional id before v3).
-    c.transport.write(framed(header_v1(PRODUCE, 2, 2) + struct.pack("!hii", 1, 1000, 0)))
-    await within(c.lost)
-    assert len(c.frames) == 1
-    assert factory.bad_requests == before + 1
+    """Produce v0-2 carry magic 0/1 message sets, converted to a batch before anything is
+    stored (docs/kafka.md, "Old versions"): one whose CRC-32 does not match is answered
+    CORRUPT_MESSAGE for its partition, nothing is stored, and the next request is served."""
+    await within(broker.broker.create_topic("old", 1))
+    payload = struct.pack("!Bbii", 0, 0, -1, 2) + b"hi"  # magic 0, no key, value "hi"
+    damaged = struct.pack("!qiI", 0, 4 + len(payload), 12345) + payload
+    k = await kafka_client(broker.port)
+    try:
+        body = {
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": damaged}]}],
+        }
+        answer = await within(k.request(PRODUCE, body, version=0))
+        [part] = answer["responses"][0]["partition_responses"]
+        assert part["error_code"] == ErrorCode.CORRUPT_MESSAGE
+        assert broker.broker.bounds("old", 0) == (0, 0)
+        assert (await metadata(broker.port, ["old"]))["topics"][0]["error_code"] == 0
+    finally:
+        await within(k.close())
 
 
 # -- the output budget of a client that never reads ---------------------------------

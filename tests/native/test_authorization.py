@@ -74,6 +74,16 @@ async def test_each_op_is_refused_in_its_place_and_the_connection_stays(data_dir
             with pytest.raises(BrokerError, match="READ on group 'h'"):
                 await within(client.commit("h", "in-b", 0, 1))
             assert await within(client.list_groups()) == ["g"]
+            # Share groups (Kafka's ShareFetch rule): READ on the group and the topic.
+            taken = await within(client.share_fetch("g", "m", "in-b", 10, 0, 1))
+            assert [r.record.value for r in taken] == [b"v"]
+            with pytest.raises(NotAuthorized, match="READ on group 'h'"):
+                await within(client.share_fetch("h", "m", "in-b", 10))
+            with pytest.raises(NotAuthorized, match="READ on topic 'in-a'"):
+                await within(client.share_acknowledge("g", "m", "in-a", [(0, 0, 1)]))
+            with pytest.raises(NotAuthorized, match="READ on group 'h'"):
+                await within(client.share_leave("h", "m"))
+            assert await within(client.share_acknowledge("g", "m", "in-b", [(0, 0, 1)])) == {0: 0}
             with pytest.raises(NotAuthorized, match="DELETE on topic 'in-a'"):
                 await within(client.delete_topic("in-a"))
             with pytest.raises(NotAuthorized, match="DESCRIBE on cluster"):

@@ -29,6 +29,7 @@ from rustka.native.codec import (
     AbortTransaction,
     AclEntry,
     Acls,
+    AcquiredRange,
     AlterTopic,
     AlterTopicConfigs,
     Batches,
@@ -45,6 +46,7 @@ from rustka.native.codec import (
     DescribeAcls,
     DescribeGroup,
     DescribeLogs,
+    DescribeShareGroup,
     DescribeStableOffsets,
     DescribeTopicConfigs,
     DescribeTransaction,
@@ -77,6 +79,18 @@ from rustka.native.codec import (
     SaslAuthenticate,
     SaslContinue,
     SaslToken,
+    ShareAck,
+    ShareAcknowledge,
+    ShareAcknowledged,
+    ShareAckResult,
+    ShareFetch,
+    ShareGroupDescribed,
+    ShareLeave,
+    ShareLeft,
+    ShareMember,
+    SharePartitionRecords,
+    SharePartitionWindow,
+    ShareRecords,
     StableOffset,
     StableOffsets,
     TopicConfig,
@@ -85,6 +99,7 @@ from rustka.native.codec import (
     TopicInfo,
     TopicLogs,
     TopicMetadata,
+    TopicPartition,
     TopicStableOffsets,
     TransactionAborted,
     TransactionDescribed,
@@ -111,6 +126,8 @@ USER_1 = "00000006 757365722d31"
 PLACED_ORDER = "0000000c 706c61636564206f72646572"
 PAYMENTS_1 = "0000000a 7061796d656e74732d31"
 ONGOING = "00000007 4f6e676f696e67"
+WORKERS = "00000007 776f726b657273"
+MEMBER_A = "00000001 61"
 
 # One RecordBatch v2 holding key "k", value "v" at timestamp 1700000000000 (docs 7.2).
 BATCH_HEX = (
@@ -318,6 +335,37 @@ REQUESTS = [
         (("op", "1f"), ("topics", "00000001"), ("topics[0]", ORDERS)),
         flat=False,
     ),
+    Vector(
+        ShareFetch("workers", "a", "orders", 10, 500, 1),
+        (
+            ("op", "20"),
+            ("group", WORKERS),
+            ("member", MEMBER_A),
+            ("topic", ORDERS),
+            ("max_records", "0000000a"),
+            ("max_wait_ms", "000001f4"),
+            ("start", "01"),
+        ),
+    ),
+    Vector(
+        ShareAcknowledge("workers", "a", "orders", (ShareAck(2, 7, 1), ShareAck(0, 3, 2))),
+        (
+            ("op", "21"),
+            ("group", WORKERS),
+            ("member", MEMBER_A),
+            ("topic", ORDERS),
+            ("acks", "00000002"),
+            ("acks[0].partition", "00000002"),
+            ("acks[0].offset", "0000000000000007"),
+            ("acks[0].kind", "01"),
+            ("acks[1].partition", "00000000"),
+            ("acks[1].offset", "0000000000000003"),
+            ("acks[1].kind", "02"),
+        ),
+        flat=False,
+    ),
+    Vector(ShareLeave("workers", "a"), (("op", "22"), ("group", WORKERS), ("member", MEMBER_A))),
+    Vector(DescribeShareGroup("workers"), (("op", "23"), ("group", WORKERS))),
 ]
 
 RESPONSES = [
@@ -610,6 +658,64 @@ RESPONSES = [
             ("session_lifetime_ms", "000000000036ee80"),
         ),
     ),
+    Vector(
+        ShareRecords((SharePartitionRecords(2, b"\xab", (AcquiredRange(7, 8, 1),)),)),
+        (
+            ("tag", "1e"),
+            ("partitions", "00000001"),
+            ("partitions[0].partition", "00000002"),
+            ("partitions[0].batches", "00000001 ab"),
+            ("partitions[0].acquired", "00000001"),
+            ("partitions[0].acquired[0].first", "0000000000000007"),
+            ("partitions[0].acquired[0].last", "0000000000000008"),
+            ("partitions[0].acquired[0].delivery_count", "0001"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        ShareAcknowledged((ShareAckResult(2, 0), ShareAckResult(0, 25))),
+        (
+            ("tag", "1f"),
+            ("results", "00000002"),
+            ("results[0].partition", "00000002"),
+            ("results[0].code", "0000"),
+            ("results[1].partition", "00000000"),
+            ("results[1].code", "0019"),
+        ),
+        flat=False,
+    ),
+    Vector(ShareLeft(), (("tag", "20"),)),
+    Vector(
+        ShareGroupDescribed(
+            "workers",
+            "Stable",
+            3,
+            (ShareMember("a", 2, (TopicPartition("orders", 1),)),),
+            (SharePartitionWindow("orders", 1, 40, 45, 1, 2, 1, 1),),
+        ),
+        (
+            ("tag", "21"),
+            ("group", WORKERS),
+            ("state", "00000006 537461626c65"),
+            ("group_epoch", "00000003"),
+            ("members", "00000001"),
+            ("members[0].member_id", MEMBER_A),
+            ("members[0].member_epoch", "00000002"),
+            ("members[0].assignment", "00000001"),
+            ("members[0].assignment[0].topic", ORDERS),
+            ("members[0].assignment[0].partition", "00000001"),
+            ("partitions", "00000001"),
+            ("partitions[0].topic", ORDERS),
+            ("partitions[0].partition", "00000001"),
+            ("partitions[0].start_offset", "0000000000000028"),
+            ("partitions[0].end_offset", "000000000000002d"),
+            ("partitions[0].available", "00000001"),
+            ("partitions[0].acquired", "00000002"),
+            ("partitions[0].acknowledged", "00000001"),
+            ("partitions[0].archived", "00000001"),
+        ),
+        flat=False,
+    ),
 ]
 
 ALL = [(v, decode_request, encode_request) for v in REQUESTS] + [
@@ -657,17 +763,21 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
     assert decode_response(vector.payload) == vector.message
 
 
+ALL_OPS = {*range(1, 20), *range(24, 36)}
+ALL_TAGS = {*range(1, 20), *range(24, 34)}
+
+
 def test_vectors_cover_every_op_and_tag() -> None:
-    """The vector tables exercise all 17 ops and all 18 tags."""
-    assert {decode_request(v.payload).OP for v in REQUESTS} == {*range(1, 20), *range(24, 32)}
-    assert {decode_response(v.payload).TAG for v in RESPONSES} == {*range(1, 20), *range(24, 30)}
+    """The vector tables exercise every op and every tag."""
+    assert {decode_request(v.payload).OP for v in REQUESTS} == ALL_OPS
+    assert {decode_response(v.payload).TAG for v in RESPONSES} == ALL_TAGS
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-31."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-35."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 32))
+    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 36))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -682,7 +792,7 @@ def _doc_examples(kind: str) -> list[bytes]:
 def test_documented_request_examples_match_codec() -> None:
     """Every request hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("request")
-    assert {payload[0] for payload in examples} == {*range(1, 20), *range(24, 32)}
+    assert {payload[0] for payload in examples} == ALL_OPS
     for payload in examples:
         assert encode_request(decode_request(payload)) == payload
     assert {v.payload for v in REQUESTS} <= set(examples)
@@ -691,7 +801,7 @@ def test_documented_request_examples_match_codec() -> None:
 def test_documented_response_examples_match_codec() -> None:
     """Every response hex example in docs/protocol.md decodes and re-encodes unchanged."""
     examples = _doc_examples("response")
-    assert {payload[0] for payload in examples} == {*range(1, 20), *range(24, 30)}
+    assert {payload[0] for payload in examples} == ALL_TAGS
     for payload in examples:
         assert encode_response(decode_response(payload)) == payload
     assert {v.payload for v in RESPONSES} <= set(examples)
@@ -738,6 +848,10 @@ ROUND_TRIP_REQUESTS = [
     DescribeTransaction(""),
     AbortTransaction("t\u00e9" * 100),
     DescribeStableOffsets(()),
+    ShareFetch("", "", "", 0, 0xFFFF_FFFF, 255),
+    ShareAcknowledge("g", "m" * 255, "t\u00e9", ()),
+    ShareLeave("\u00e9", ""),
+    DescribeShareGroup(""),
 ]
 
 ROUND_TRIP_RESPONSES = [
@@ -747,6 +861,10 @@ ROUND_TRIP_RESPONSES = [
     TransactionAborted("t", 1, 2, "CompleteCommit", (TxnPartition("\u00e9", 0xFFFF_FFFF),)),
     StableOffsets(()),
     StableOffsets((TopicStableOffsets("a", (StableOffset(0, 0, ()),)),)),
+    ShareRecords(()),
+    ShareRecords((SharePartitionRecords(0, b"", ()),)),
+    ShareAcknowledged(()),
+    ShareGroupDescribed("", "Dead", 0, (), ()),
     Produced(0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF),
     FetchedRecord(7, b"", b"\xff" * 5000),
     NotFound(),

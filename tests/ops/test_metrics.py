@@ -16,7 +16,7 @@ from twisted.protocols.basic import Int32StringReceiver
 from rustka.native import codec as p
 from rustka.ops.metrics import metrics_service
 from rustka.record.batch import Record, encode_batch
-from tests.conftest import reactor_turns
+from tests.conftest import reactor_turns, within
 
 TIMEOUT = 10
 
@@ -527,3 +527,25 @@ async def test_fenced_timed_out_and_operator_aborts_and_open_per_partition(
     finally:
         await started.listener.stopService()
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_share_group_records_by_event_and_lock_expiries(metrics: Metrics) -> None:
+    """rustka_share_records_total counts what happened to share groups' records."""
+    core = metrics.running.broker
+    await core.create_topic("queue", 1)
+    client = await metrics.running.client()
+    try:
+        for i in range(4):
+            await within(client.produce("queue", b"k", b"v%d" % i))
+        taken = await within(client.share_fetch("g", "m", "queue", 4, 0, 1))
+        assert len(taken) == 4
+        acks = [(0, 0, 1), (0, 1, 2), (0, 2, 3)]
+        assert await within(client.share_acknowledge("g", "m", "queue", acks)) == {0: 0}
+    finally:
+        await within(client.close())
+    samples = await _scrape(metrics.port)
+    events = {"acquired": 4, "accepted": 1, "released": 1, "rejected": 1, "archived": 1}
+    for event, count in events.items():
+        assert _value(samples, "rustka_share_records_total", event=event) == count, event
+    assert _value(samples, "rustka_share_lock_expiries_total") == 0

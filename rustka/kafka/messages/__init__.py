@@ -138,7 +138,7 @@ def decode_response(
 def api_versions_table() -> list[dict[str, int]]:
     """The ApiVersions `api_keys` array advertising every declared API, sorted by key."""
     return [
-        {"api_key": s.key, "min_version": s.advertised_min, "max_version": s.max_version}
+        {"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
         for s in sorted(APIS.values(), key=lambda s: s.key)
     ]
 

@@ -157,6 +157,8 @@ OFFSET_COMMIT_REQUEST = msg(
                     F("partition_index", INT32),
                     F("committed_offset", INT64),
                     F("committed_leader_epoch", INT32, "6+", default=-1),
+                    # v1 only: the client's commit time; expiry is the broker's (v5+'s rule).
+                    F("commit_timestamp", INT64, "1", default=-1),
                     F("committed_metadata", STRING, nullable="0+"),
                 ],
             ),
@@ -176,10 +178,11 @@ OFFSET_COMMIT_RESPONSE = msg(
     ),
 )
 
+# v0-1: Kafka 4.0 removed them (KIP-896); sarama still sends v1 (docs/kafka.md).
 api(
     ApiKey.OFFSET_COMMIT,
     "OffsetCommit",
-    (2, 7),
+    (0, 7),
     8,
     OFFSET_COMMIT_REQUEST,
     OFFSET_COMMIT_RESPONSE,
@@ -225,7 +228,7 @@ OFFSET_FETCH_RESPONSE = msg(
 api(
     ApiKey.OFFSET_FETCH,
     "OffsetFetch",
-    (1, 7),
+    (0, 7),
     6,
     OFFSET_FETCH_REQUEST,
     OFFSET_FETCH_RESPONSE,

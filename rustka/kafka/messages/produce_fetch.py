@@ -57,16 +57,8 @@ PRODUCE_RESPONSE = msg(
     F("throttle_time_ms", INT32, "1+"),
 )
 
-# Accepted from v3 (RecordBatch v2 only), listed from v0: see ApiSpec.
-api(
-    ApiKey.PRODUCE,
-    "Produce",
-    (3, 8),
-    9,
-    PRODUCE_REQUEST,
-    PRODUCE_RESPONSE,
-    advertised_min_version=0,
-)
+# v0-2 carry magic 0/1 message sets, converted to a batch (docs/kafka.md, "Old versions").
+api(ApiKey.PRODUCE, "Produce", (0, 8), 9, PRODUCE_REQUEST, PRODUCE_RESPONSE)
 
 # --- Fetch (1) -------------------------------------------------------------------------
 
@@ -130,7 +122,8 @@ FETCH_RESPONSE = msg(
     ),
 )
 
-api(ApiKey.FETCH, "Fetch", (4, 11), 12, FETCH_REQUEST, FETCH_RESPONSE)
+# v0-3 answer magic 0/1 message sets, converted from the stored batches.
+api(ApiKey.FETCH, "Fetch", (0, 11), 12, FETCH_REQUEST, FETCH_RESPONSE)
 
 # --- ListOffsets (2) -------------------------------------------------------------------
 
@@ -148,6 +141,7 @@ LIST_OFFSETS_REQUEST = msg(
                     F("partition_index", INT32),
                     F("current_leader_epoch", INT32, "4+", default=-1),
                     F("timestamp", INT64),
+                    F("max_num_offsets", INT32, "0", default=1),
                 ],
             ),
         ],
@@ -166,6 +160,8 @@ LIST_OFFSETS_RESPONSE = msg(
                 [
                     F("partition_index", INT32),
                     F("error_code", INT16),
+                    # v0: a list of offsets instead of one offset and its timestamp.
+                    F("old_style_offsets", Array(INT64), "0", default=()),
                     F("timestamp", INT64, "1+", default=-1),
                     F("offset", INT64, "1+", default=-1),
                     F("leader_epoch", INT32, "4+", default=-1),
@@ -178,7 +174,7 @@ LIST_OFFSETS_RESPONSE = msg(
 api(
     ApiKey.LIST_OFFSETS,
     "ListOffsets",
-    (1, 5),
+    (0, 5),
     6,
     LIST_OFFSETS_REQUEST,
     LIST_OFFSETS_RESPONSE,

@@ -85,7 +85,6 @@ def api(
     response: Struct,
     *,
     response_header_v0_always: bool = False,
-    advertised_min_version: int | None = None,
 ) -> ApiSpec:
     """Declare one API and register it in `APIS`.
 
@@ -105,7 +104,6 @@ def api(
         request=request,
         response=response,
         response_header_v0_always=response_header_v0_always,
-        advertised_min_version=advertised_min_version,
     )
     APIS[spec.key] = spec
     return spec

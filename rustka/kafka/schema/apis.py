@@ -59,11 +59,6 @@ class ApiSpec:
     #: ApiVersions answers with header v0 even for flexible versions: the client parses it
     #: before it knows anything about the broker.
     response_header_v0_always: bool = False
-    #: The lowest version ApiVersions lists, when it is below `min_version`: Produce is
-    #: listed from v0, as Kafka 4.0 lists it (KAFKA-18659), because librdkafka up to
-    #: 2.11 compresses only for brokers that list Produce v0. Versions below
-    #: `min_version` are still refused when sent.
-    advertised_min_version: int | None = None
     _compiled: dict[tuple[int, bool], tuple[Decoder, Encoder]] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -71,12 +66,6 @@ class ApiSpec:
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
-
-    @property
-    def advertised_min(self) -> int:
-        """The min version ApiVersions lists (see `advertised_min_version`)."""
-        lowest = self.advertised_min_version
-        return self.min_version if lowest is None else lowest
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible_from is not None and version >= self.flexible_from

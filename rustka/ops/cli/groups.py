@@ -151,6 +151,60 @@ def _group_table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _share_group(desc: Any) -> dict[str, Any]:
+    """A share group for ``groups describe`` (docs/protocol.md 7.16): its members and
+    each started partition's in-flight window."""
+    members = []
+    for m in desc.members:
+        assignment: dict[str, list[int]] = {}
+        for tp in m.assignment:
+            assignment.setdefault(tp.topic, []).append(tp.partition)
+        members.append(
+            {"member_id": m.member_id, "member_epoch": m.member_epoch, "assignment": assignment}
+        )
+    return {
+        "group": desc.group,
+        "type": "share",
+        "state": desc.state,
+        "group_epoch": desc.group_epoch,
+        "members": members,
+        "partitions": [dict(zip(w._fields, w, strict=True)) for w in desc.partitions],
+    }
+
+
+def _share_table(data: dict[str, Any]) -> str:
+    lines = [
+        f"share group {data['group']}: state {data['state']}, epoch {data['group_epoch']}, "
+        f"{len(data['members'])} member(s)"
+    ]
+    if data["members"]:
+        lines.append("MEMBER-ID\tEPOCH\tASSIGNMENT")
+        for m in data["members"]:
+            assigned = " ".join(
+                f"{t}[{','.join(map(str, ps))}]" for t, ps in sorted(m["assignment"].items())
+            )
+            lines.append(f"{m['member_id']}\t{m['member_epoch']}\t{assigned or '-'}")
+    lines.append("")
+    lines.append("TOPIC\tPARTITION\tSTART\tEND\tAVAILABLE\tACQUIRED\tACKNOWLEDGED\tARCHIVED")
+    for w in data["partitions"]:
+        lines.append(
+            "\t".join(
+                str(w[k])
+                for k in (
+                    "topic",
+                    "partition",
+                    "start_offset",
+                    "end_offset",
+                    "available",
+                    "acquired",
+                    "acknowledged",
+                    "archived",
+                )
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
 async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     client = await connect(args)
     try:
@@ -159,6 +213,11 @@ async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
             groups = sorted(set(native) | set(await _kafka_groups(args, None) or ()))
             emit(out, args, groups, lambda: "".join(f"{g}\n" for g in groups))
         elif args.action == "describe":
+            share = await client.describe_share_group(args.group)
+            if share.state != "Dead":
+                shared = _share_group(share)
+                emit(out, args, shared, lambda: _share_table(shared))
+                return EXIT_OK
             desc = await client.describe_group(args.group)
             data = _describe_group(desc, await _kafka_groups(args, args.group), args.group)
             table = _group_table(data)

@@ -66,16 +66,31 @@ def add_parsers(sub: Any) -> None:
     c = add_client_parser(
         sub,
         "consume",
-        "read a partition as a consumer group, committing as it goes",
+        "read a partition as a consumer group, committing as it goes; or, with "
+        "--share, take records of a topic as a share group's worker (a queue)",
         "examples:\n  rustka consume analytics orders 2\n"
         "  rustka consume analytics orders 2 --follow\n"
         "  rustka consume audit orders 0 --reset latest\n"
         "  rustka consume backup orders 0 --output orders-0.jsonl --json\n"
-        "output: one line per record, OFFSET<TAB>KEY<TAB>VALUE (--json: JSON lines)\n",
+        "  rustka consume --share workers jobs --follow   one worker; start more at once\n"
+        "output: one line per record, OFFSET<TAB>KEY<TAB>VALUE (--json: JSON lines);\n"
+        "with --share PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE, each record accepted once\n"
+        "printed, so no other worker of the group prints it\n",
     )
     c.add_argument("group")
     c.add_argument("topic")
-    c.add_argument("partition", type=positive_int)
+    c.add_argument("partition", type=positive_int, nargs="?")
+    c.add_argument(
+        "--share",
+        action="store_true",
+        help="GROUP is a share group: take records of any partition, several workers at once",
+    )
+    c.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="--share: partitions the group never read start at their first record "
+        "(default: the group's share.auto.offset.reset, latest)",
+    )
     c.add_argument("--follow", action="store_true", help="keep waiting for new records")
     c.add_argument(
         "--reset",
@@ -90,7 +105,15 @@ def add_parsers(sub: Any) -> None:
 
 
 def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """What argparse cannot say: produce takes KEY VALUE or --file, one of the two."""
+    """What argparse cannot say: produce takes KEY VALUE or --file, one of the two;
+    consume takes a PARTITION, except with --share, which takes none."""
+    if args.command == "consume":
+        if args.share and args.partition is not None:
+            parser.error("consume --share takes GROUP TOPIC: a share group reads every partition")
+        if not args.share and args.partition is None:
+            parser.error("consume needs GROUP TOPIC PARTITION (or --share GROUP TOPIC)")
+        if args.from_beginning and not args.share:
+            parser.error("--from-beginning goes with --share (consume uses --reset)")
     if args.command == "produce":
         if args.file is not None and (args.key is not None or args.value is not None):
             parser.error("produce takes KEY VALUE or --file PATH, not both")
@@ -277,6 +300,8 @@ def _record_json(record: Record) -> str:
 
 async def cmd_consume(args: argparse.Namespace, out: TextIO) -> int:
     """Read from the group's position to the end (or forever), committing after each batch."""
+    if args.share:
+        return await _consume_share(args, out)
     from rustka.client.consumer import Consumer
     from rustka.errors import OffsetOutOfRange
     from rustka.ops.progress import Progress
@@ -374,6 +399,96 @@ async def cmd_consume(args: argparse.Namespace, out: TextIO) -> int:
             ),
         )
     return EXIT_OK
+
+
+async def _consume_share(args: argparse.Namespace, out: TextIO) -> int:
+    """``consume --share``: one worker of a share group (docs/protocol.md 7.16). Each
+    batch is printed, then accepted, so a record is printed by one worker only; without
+    --follow it stops once a wait of --wait-ms brings nothing."""
+    from twisted.internet import reactor
+
+    from rustka.client.share_consumer import ShareConsumer, ShareRecord
+
+    sink: TextIO = out
+    if args.output is not None:
+        try:
+            sink = open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise CommandError(f"cannot write {args.output}: {e.strerror or e}") from e
+    client = await connect(args)
+    worker = ShareConsumer(
+        client,
+        args.group,
+        args.topic,
+        start="earliest" if args.from_beginning else None,
+        max_wait_ms=args.wait_ms,
+    )
+    taken = 0
+    as_json = args.json
+    limit = args.max_records
+
+    def deliver(records: list[ShareRecord]) -> None:
+        nonlocal taken
+        if as_json:
+            sink.write("".join(_share_json(r) + "\n" for r in records))
+        else:
+            sink.write(
+                "".join(
+                    f"{r.partition}\t{r.record.offset}\t{text_of(r.record.key)}\t"
+                    f"{text_of(r.record.value)}\n"
+                    for r in records
+                )
+            )
+        sink.flush()
+        taken += len(records)
+
+    stopped_by_shutdown: list[bool] = []
+
+    def stop() -> Any:
+        stopped_by_shutdown.append(True)
+        return worker.stop()
+
+    trigger = reactor.addSystemEventTrigger("before", "shutdown", stop)
+    try:
+        while not stopped_by_shutdown and (limit is None or taken < limit):
+            batch = await worker.poll(100 if limit is None else min(100, limit - taken))
+            if not batch:
+                if args.follow:
+                    continue
+                break
+            deliver(batch)
+            await worker.acknowledge(batch, "accept")
+        if not stopped_by_shutdown:
+            await worker.stop()
+    finally:
+        if not stopped_by_shutdown:
+            reactor.removeSystemEventTrigger(trigger)
+        if sink is not out:
+            sink.close()
+        await client.close()
+    if args.output is not None:
+        data = {"topic": args.topic, "group": args.group, "records": taken, "output": args.output}
+        emit(
+            out,
+            args,
+            data,
+            lambda: f"took {taken} records of {args.topic} for {args.group} into {args.output}\n",
+        )
+    return EXIT_OK
+
+
+def _share_json(r: Any) -> str:
+    record = r.record
+    return json.dumps(
+        {
+            "partition": r.partition,
+            "offset": record.offset,
+            "delivery_count": r.delivery_count,
+            "key": None if record.key is None else text_of(record.key),
+            "value": None if record.value is None else text_of(record.value),
+            "headers": {k: None if v is None else text_of(v) for k, v in record.headers},
+        }
+    )
 
 
 _COMMANDS: dict[str, ClientCommand] = {

@@ -422,6 +422,7 @@ class ReadApi:
             rows.append(
                 {
                     "group": group_id,
+                    "type": "classic",
                     "protocol_type": protocol_type,
                     "state": state,
                     "members": len(desc.members),
@@ -429,9 +430,80 @@ class ReadApi:
                     "lag": sum(o.lag for o in offsets),
                 }
             )
+        shares = self.broker.share_groups
+        for group_id, state in shares.list_groups() if shares is not None else ():
+            windows = self._share_windows(group_id)
+            rows.append(
+                {
+                    "group": group_id,
+                    "type": "share",
+                    "protocol_type": "share",
+                    "state": state,
+                    "members": len(shares.describe(group_id).members),
+                    "partitions": len(windows),
+                    "lag": sum(w["undelivered"] for w in windows),
+                }
+            )
+        rows.sort(key=lambda r: r["group"])
         return {"groups": rows}
 
+    def _share_windows(self, group_id: str) -> list[dict[str, Any]]:
+        """Each started share-partition of the group with its log end, and the records
+        not yet done: those available or acquired in the window and every record past it
+        (docs/kafka.md, "Share groups (KIP-932)")."""
+        shares = self.broker.share_groups
+        out = []
+        for w in shares.partition_states(group_id) if shares is not None else ():
+            try:
+                end = self.broker.bounds(w.topic, w.partition)[1]
+            except RustkaError:
+                continue
+            past = max(0, end - max(w.end_offset, w.start_offset))
+            out.append(
+                {
+                    "topic": w.topic,
+                    "partition": w.partition,
+                    "start_offset": w.start_offset,
+                    "end_offset": w.end_offset,
+                    "log_end_offset": end,
+                    "available": w.available,
+                    "acquired": w.acquired,
+                    "acknowledged": w.acknowledged,
+                    "archived": w.archived,
+                    "undelivered": w.available + w.acquired + past,
+                }
+            )
+        return out
+
+    def _share_group(self, group_id: str) -> dict[str, Any]:
+        shares = self.broker.share_groups
+        assert shares is not None
+        desc = shares.describe(group_id)
+        windows = self._share_windows(group_id)
+        return {
+            "group": group_id,
+            "type": "share",
+            "state": desc.state,
+            "group_epoch": desc.group_epoch,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "member_epoch": m.member_epoch,
+                    "assignment": [
+                        {"topic": topic, "partitions": sorted(partitions)}
+                        for topic, partitions in sorted(m.assignment.items())
+                    ],
+                }
+                for m in desc.members
+            ],
+            "partitions": windows,
+            "lag": sum(w["undelivered"] for w in windows),
+        }
+
     async def group(self, group_id: str) -> dict[str, Any]:
+        shares = self.broker.share_groups
+        if shares is not None and shares.is_share_group(group_id):
+            return self._share_group(group_id)
         known = {row[0] for row in self.broker.groups.list_groups()}
         if group_id not in known:
             raise ApiError(404, f"unknown group {group_id!r}")
@@ -464,6 +536,7 @@ class ReadApi:
         ]
         return {
             "group": group_id,
+            "type": "classic",
             "state": desc.state,
             "protocol_type": desc.protocol_type,
             "protocol": desc.protocol,

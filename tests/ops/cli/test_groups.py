@@ -37,3 +37,44 @@ async def test_groups_commands_with_json(broker: RunningBroker) -> None:
     assert await ok(broker, "consume", "analytics", "orders", "0") == "3\tk\tv3\n4\tk\tv4\n"
     bad = await cli(broker, "groups", "reset", "analytics", "orders", "--to", "soon")
     assert bad.returncode == 1 and "--to must be" in bad.stderr
+
+
+@pytest_twisted.ensureDeferred
+async def test_describe_a_share_group_shows_each_partitions_in_flight_window(
+    broker: RunningBroker,
+) -> None:
+    """A share group's describe is its in-flight state (docs/protocol.md 7.16)."""
+    await ok(broker, "topics", "create", "jobs", "--partitions", "1")
+    for i in range(6):
+        await ok(broker, "produce", "jobs", "k", f"job-{i}")
+    c = await broker.client()
+    try:
+        taken = await c.share_fetch("workers", "w1", "jobs", 5, 0, 1)
+        assert len(taken) == 5
+        # 0 accepted, 1 rejected, 2 released: 3 and 4 stay acquired, 5 was never taken.
+        await c.share_acknowledge("workers", "w1", "jobs", [(0, 0, 1), (0, 1, 3), (0, 2, 2)])
+    finally:
+        await c.close()
+    described = json.loads(await ok(broker, "groups", "describe", "workers", "--json"))
+    assert described == {
+        "group": "workers",
+        "type": "share",
+        "state": "Empty",
+        "group_epoch": 0,
+        "members": [],
+        "partitions": [
+            {
+                "topic": "jobs",
+                "partition": 0,
+                "start_offset": 2,
+                "end_offset": 5,
+                "available": 1,
+                "acquired": 2,
+                "acknowledged": 0,
+                "archived": 0,
+            }
+        ],
+    }
+    table = await ok(broker, "groups", "describe", "workers")
+    assert table.splitlines()[0] == "share group workers: state Empty, epoch 0, 0 member(s)"
+    assert table.splitlines()[-1] == "jobs\t0\t2\t5\t1\t2\t0\t0"

@@ -140,3 +140,39 @@ async def test_no_progress_output_when_stderr_is_piped(
     assert produced.stdout.startswith("produced 20000 records to bulk\n")
     consumed = await cli(broker, "consume", "g", "bulk", "0", "--output", str(tmp_path / "o"))
     assert consumed.returncode == 0 and consumed.stderr == ""
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_share_workers_at_once_never_print_the_same_record(
+    broker: RunningBroker,
+) -> None:
+    """``consume --share``: two workers of one share group started together print
+    different records, all of them between them, each accepted once printed; a third
+    run finds nothing left (docs/protocol.md 7.16)."""
+    from twisted.internet import defer
+
+    await ok(broker, "topics", "create", "jobs", "--partitions", "3")
+    c = await broker.client()
+    try:
+        for i in range(300):
+            await c.produce("jobs", b"k%d" % (i % 7), b"job-%d" % i)
+    finally:
+        await c.close()
+    args = ("consume", "--share", "workers", "jobs", "--from-beginning", "--wait-ms", "1000")
+    runs = await defer.gatherResults([defer.ensureDeferred(ok(broker, *args)) for _ in range(2)])
+    printed = [[line.split("\t") for line in out.splitlines()] for out in runs]
+    taken = [{(int(p), int(o)) for p, o, _k, _v in lines} for lines in printed]
+    assert all(len(t) == len(lines) for t, lines in zip(taken, printed, strict=True))
+    assert not taken[0] & taken[1]
+    assert sorted(v for lines in printed for *_, v in lines) == sorted(
+        f"job-{i}" for i in range(300)
+    )
+    assert await ok(broker, *args) == ""
+    # A JSON line carries the partition, offset and delivery count.
+    await ok(broker, "produce", "jobs", "late", "one more")
+    [line] = (await ok(broker, *args, "--json")).splitlines()
+    record = json.loads(line)
+    assert (record["value"], record["delivery_count"], record["key"]) == ("one more", 1, "late")
+    # A share group reads every partition: a PARTITION argument is refused.
+    bad = await cli(broker, "consume", "--share", "workers", "jobs", "0")
+    assert bad.returncode != 0 and "takes GROUP TOPIC" in bad.stderr

@@ -213,6 +213,23 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
         assert [c.text for c in lag_cells] == [str(ORDERS - 4)]
         shot("group")
 
+        # a share group: listed by type, its page the in-flight window of each partition
+        driver.get(base + "/#/groups")
+        share_row = wait(
+            "the share group's row",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-group='queue-workers']"),
+        )
+        assert share_row[0].get_attribute("data-type") == "share"
+        driver.get(base + "/#/group/queue-workers")
+        wait("the share group's type", lambda d: text("#group-type") == "share")
+        acquired = wait(
+            "the in-flight window",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#share-table td.acquired"),
+        )
+        assert [c.text for c in acquired] == ["2"]
+        assert text("#group-lag") == str(ORDERS - 1)
+        shot("share-group")
+
         # an admin action: the token, a confirmation, then the new topic is listed
         driver.get(base + "/#/topics")
         wait("the topics table", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic]"))
@@ -281,11 +298,18 @@ async def test_pages_in_a_real_browser(
     shots = tmp_path / "screenshots"
     shots.mkdir()
     profile = tmp_path / "chromium-profile"
+    # A share group (a queue) with two records acquired and one accepted.
+    client = await console.running.client()
+    try:
+        await within(client.share_fetch("queue-workers", "w", "orders", 3, 0, 1))
+        await within(client.share_acknowledge("queue-workers", "w", "orders", [(0, 0, 1)]))
+    finally:
+        await client.close()
     taken = await within(
         threads.deferToThread(browse, console.base, console.running.address, shots, profile),
         240,
     )
-    assert len(taken) == 10
+    assert len(taken) == 11
     copy = REPO / ".cache" / "console-screenshots"
     copy.mkdir(parents=True, exist_ok=True)
     for path in taken:

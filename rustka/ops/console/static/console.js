@@ -328,16 +328,33 @@ function messagesPage(main, name, partition) {
 
 function groupsPage(main) {
   const holder = el("div");
-  main.append(el("h1", {}, "Consumer groups"), holder);
+  main.append(el("h1", {}, "Groups"), holder);
   return async () => {
     const body = await api("/api/groups");
     clear(holder);
-    holder.append(table(["Group", "Protocol", "State", { label: "Members", num: true },
+    holder.append(table(["Group", "Type", "Protocol", "State", { label: "Members", num: true },
       { label: "Partitions", num: true }, { label: "Lag", num: true }],
-    body.groups.map(g => el("tr", { "data-group": g.group }, el("td", {}, link(groupHref(g.group), g.group)),
+    body.groups.map(g => el("tr", { "data-group": g.group, "data-type": g.type },
+      el("td", {}, link(groupHref(g.group), g.group)), td(g.type),
       td(g.protocol_type), td(g.state), td(g.members, true), td(g.partitions, true),
       el("td", { class: "num lag" + (g.lag > 0 ? " lag-high" : "") }, g.lag))), "groups-table"));
   };
+}
+
+// A share group (a queue): each partition's in-flight window instead of committed offsets.
+function shareGroupView(g, summary, offsets, members) {
+  summary.append(card("State", g.state, "group-state"), card("Type", "share", "group-type"),
+    card("Epoch", g.group_epoch), card("Not yet delivered", g.lag, "group-lag"));
+  offsets.append(table(["Topic", { label: "Partition", num: true }, { label: "Start", num: true },
+    { label: "Window end", num: true }, { label: "Log end", num: true }, { label: "Available", num: true },
+    { label: "Acquired", num: true }, { label: "Acknowledged", num: true }, { label: "Archived", num: true }],
+  g.partitions.map(w => el("tr", {}, el("td", {}, link(topicHref(w.topic), w.topic)), td(w.partition, true),
+    td(w.start_offset, true), td(w.end_offset, true), td(w.log_end_offset, true), td(w.available, true),
+    el("td", { class: "num acquired" }, w.acquired), td(w.acknowledged, true), td(w.archived, true))),
+  "share-table"));
+  members.append(table(["Member", { label: "Epoch", num: true }, "Assignment"], g.members.map(m => el("tr", {},
+    td(m.member_id), td(m.member_epoch, true),
+    td(m.assignment.map(a => a.topic + "[" + a.partitions.join(",") + "]").join(" "))))));
 }
 
 function groupPage(main, name) {
@@ -353,12 +370,21 @@ function groupPage(main, name) {
       await adminPost("/api/admin/groups/" + encodeURIComponent(name) + "/reset-offsets",
         { topic: topic.value, to: target }, "Reset group " + name + " on " + topic.value + " to " + target + "?");
     } }, "Reset")));
+  const lagTitle = el("h2", {}, "Lag over time");
+  const offsetsTitle = el("h2", {}, "Committed offsets and lag");
   main.append(el("h1", {}, "Group ", el("span", { id: "group-name" }, name)), summary,
-    el("h2", {}, "Lag over time"), chart.node, el("h2", {}, "Committed offsets and lag"), offsets,
-    el("h2", {}, "Members"), members, admin);
+    lagTitle, chart.node, offsetsTitle, offsets, el("h2", {}, "Members"), members, admin);
   return async () => {
     const g = await api("/api/groups/" + encodeURIComponent(name));
     clear(summary);
+    if (g.type === "share") {
+      // Share groups commit no offsets: no lag history and no reset here.
+      for (const node of [lagTitle, chart.node, admin]) node.style.display = "none";
+      offsetsTitle.textContent = "In-flight records per partition";
+      clear(offsets); clear(members);
+      shareGroupView(g, summary, offsets, members);
+      return;
+    }
     summary.append(card("State", g.state, "group-state"), card("Protocol", g.protocol || "—"),
       card("Generation", g.generation), card("Total lag", g.lag, "group-lag"));
     clear(offsets);

@@ -34,14 +34,25 @@ type Record struct {
 	Extra       map[string]string `json:"extra,omitempty"`
 }
 
-func config(clientID string) *sarama.Config {
+// config is sarama's configuration for the Kafka version it is told to speak (its
+// request versions follow from it, not from ApiVersions).
+func config(clientID, kafkaVersion string) (*sarama.Config, error) {
+	version, err := sarama.ParseKafkaVersion(kafkaVersion)
+	if err != nil {
+		return nil, err
+	}
 	c := sarama.NewConfig()
 	c.ClientID = clientID
-	c.Version = sarama.V1_0_0_0
+	c.Version = version
 	c.Net.DialTimeout = 10 * time.Second
 	c.Metadata.Retry.Max = 5
 	c.Metadata.Retry.Backoff = 200 * time.Millisecond
-	return c
+	return c, nil
+}
+
+// versionFlag is the -kafka-version every command takes; 1.0.0 by default.
+func versionFlag(fs *flag.FlagSet) *string {
+	return fs.String("kafka-version", "1.0.0", "the Kafka version sarama is configured for")
 }
 
 func optional(b []byte) *string {
@@ -75,9 +86,14 @@ func produce(args []string) (interface{}, error) {
 	prefix := fs.String("prefix", "v", "value prefix")
 	baseMs := fs.Int64("timestamp-ms", 1700000000000, "CreateTime of record 0; record i gets +i s")
 	codec := fs.String("codec", "none", "none, gzip, snappy or lz4")
+	kafkaVersion := versionFlag(fs)
+	withHeaders := fs.Bool("headers", true, "send two headers per record (Kafka 0.11+)")
 	_ = fs.Parse(args)
 
-	c := config("rustka-sarama-producer")
+	c, err := config("rustka-sarama-producer", *kafkaVersion)
+	if err != nil {
+		return nil, err
+	}
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	c.Producer.Return.Successes = true
@@ -111,6 +127,9 @@ func produce(args []string) (interface{}, error) {
 			},
 			Timestamp: time.Unix(0, (*baseMs+int64(i)*1000)*int64(time.Millisecond)),
 		}
+		if !*withHeaders {
+			msgs[i].Headers = nil
+		}
 	}
 	sendErr := producer.SendMessages(msgs)
 	closeErr := producer.Close()
@@ -140,9 +159,14 @@ func read(args []string) (interface{}, error) {
 	offset := fs.Int64("offset", 0, "first offset")
 	count := fs.Int("count", 10, "records to read")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after")
+	kafkaVersion := versionFlag(fs)
 	_ = fs.Parse(args)
 
-	consumer, err := sarama.NewConsumer([]string{*brokers}, config("rustka-sarama-reader"))
+	c, err := config("rustka-sarama-reader", *kafkaVersion)
+	if err != nil {
+		return nil, err
+	}
+	consumer, err := sarama.NewConsumer([]string{*brokers}, c)
 	if err != nil {
 		return nil, err
 	}
@@ -209,13 +233,18 @@ func group(args []string) (interface{}, error) {
 	groupID := fs.String("group", "", "group id")
 	count := fs.Int("count", 10, "records to read before leaving")
 	timeout := fs.Duration("timeout", 45*time.Second, "give up after")
+	// Sarama 1.22's default, zero, makes it commit with OffsetCommit v1 (the version
+	// Kafka 4.0 removed); any retention selects v2.
+	retention := fs.Duration("retention", 0, "offset retention sarama asks for")
+	kafkaVersion := versionFlag(fs)
 	_ = fs.Parse(args)
 
-	c := config("rustka-sarama-member")
+	c, err := config("rustka-sarama-member", *kafkaVersion)
+	if err != nil {
+		return nil, err
+	}
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
-	// A zero retention makes sarama 1.22 send OffsetCommit v1, which Kafka 4.0 and
-	// rustka no longer accept; any retention selects v2.
-	c.Consumer.Offsets.Retention = 24 * time.Hour
+	c.Consumer.Offsets.Retention = *retention
 	c.Consumer.Return.Errors = true
 	cg, err := sarama.NewConsumerGroup([]string{*brokers}, *groupID, c)
 	if err != nil {
