@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from rustka.storage.file_io import fsync_dir
 from rustka.storage.share_partition import Delta
 
 SHARE_STATE_DIR: Final = "__share_state"
@@ -114,13 +115,17 @@ class ShareStateLog:
         self.torn_bytes = 0
         self._frames_after_compaction = 0
         self._file: Any = None
+        self._closed = False
 
     @classmethod
     def open(cls, data_dir: Path) -> ShareStateLog:
-        """Replay ``data_dir/__share_state`` (creating it) and open it for appends."""
+        """Replay ``data_dir/__share_state`` and open it for appends. The directory is
+        made by the first write, so a broker whose clients never use share groups has
+        none."""
         log = cls(data_dir / SHARE_STATE_DIR)
-        log._dir.mkdir(parents=True, exist_ok=True)
-        data = log._path.read_bytes() if log._path.exists() else b""
+        if not log._path.exists():
+            return log
+        data = log._path.read_bytes()
         end = 0
         for after, payload in _frames(data):
             log._replay(payload)
@@ -151,9 +156,21 @@ class ShareStateLog:
             self.state[key] = PartitionState()
         self.state.setdefault(key, PartitionState()).apply(payload["s"], _records(payload["r"]))
 
+    def _appender(self) -> Any:
+        """The open log file, made (and its directory entries made durable) on first use."""
+        if self._closed:
+            raise ValueError("the share-state log is closed")
+        if self._file is None:
+            self._dir.mkdir(exist_ok=True)
+            fsync_dir(self._dir.parent)
+            self._file = open(self._path, "ab")  # noqa: SIM115 -- held open for appends
+            fsync_dir(self._dir)
+        return self._file
+
     def _write(self, payloads: Sequence[Mapping[str, Any]]) -> None:
         if not payloads:
             return
+        self._appender()
         self._file.write(b"".join(_frame(p) for p in payloads))
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -194,6 +211,7 @@ class ShareStateLog:
 
     def compact(self) -> None:
         """Rewrite the log as one full frame per partition (new file, fsync, rename)."""
+        self._appender()
         tmp = self._path.with_suffix(".tmp")
         frames = [
             _full(key, st.start_offset, st.records or {}) for key, st in sorted(self.state.items())
@@ -213,6 +231,7 @@ class ShareStateLog:
         self.frames = self._frames_after_compaction = len(frames)
 
     def close(self) -> None:
+        self._closed = True
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -95,3 +95,13 @@ def test_reset_and_forget(tmp_path: Path) -> None:
     log = ShareStateLog.open(tmp_path)
     assert set(log.state) == {KEY} and log.state[KEY].start_offset == 42
     log.close()
+
+
+def test_the_log_is_made_by_its_first_write_not_by_opening(tmp_path: Path) -> None:
+    """A broker whose clients never use share groups keeps no share-state directory."""
+    log = ShareStateLog.open(tmp_path)
+    assert log.state == {} and not (tmp_path / SHARE_STATE_DIR).exists()
+    log.append([(KEY, SharePartition().initialize(7))])
+    log.close()
+    assert (tmp_path / SHARE_STATE_DIR / LOG_NAME).stat().st_size > 0
+    assert replayed(tmp_path).start_offset == 7
