@@ -13,7 +13,7 @@ available, the call waits (the broker's long-poll waiters) for new records or fo
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from twisted.internet import defer
@@ -24,12 +24,18 @@ from rustka.broker.share_groups import (
     ShareErrorCode,
     ShareGroupCoordinator,
 )
-from rustka.errors import InvalidRecordState, RustkaError, UnknownTopic
+from rustka.errors import (
+    GroupHasActiveMembers,
+    InvalidRecordState,
+    InvalidRequest,
+    RustkaError,
+    UnknownTopic,
+)
 
 if TYPE_CHECKING:
     from rustka.broker.core import Broker
 
-__all__ = ["acknowledge", "coordinator", "leave", "take"]
+__all__ = ["acknowledge", "alter_offsets", "coordinator", "delete_offsets", "leave", "take"]
 
 _turn = itertools.count()
 
@@ -114,6 +120,45 @@ def acknowledge(
         ]
 
     return defer.gatherResults(done, consumeErrors=True).addCallback(codes)
+
+
+def alter_offsets(
+    broker: Broker, group: str, offsets: Mapping[tuple[str, int], int]
+) -> defer.Deferred[None]:
+    """Restart share-partitions of an idle group at ``offsets`` (durably)."""
+    shares = coordinator(broker)
+    _require_idle(shares, group)
+    return shares.alter_offsets(group, offsets).addCallback(_checked, group)
+
+
+def delete_offsets(broker: Broker, group: str, topics: Sequence[str]) -> defer.Deferred[None]:
+    """Forget an idle group's state for ``topics`` (every topic, and the group, when
+    empty); durable when it fires."""
+    shares = coordinator(broker)
+    _require_idle(shares, group)
+    if not topics:
+        return shares.delete_offsets(group).addCallback(_checked, group)
+    wanted = set(topics)
+    partitions = [
+        (w.topic, w.partition) for w in shares.partition_states(group) if w.topic in wanted
+    ]
+    return shares.delete_offsets(group, partitions).addCallback(_checked, group)
+
+
+def _require_idle(shares: ShareGroupCoordinator, group: str) -> None:
+    """Kafka changes a share group's offsets only while it is empty; native workers are
+    not members, so records they hold count too."""
+    if not shares.is_share_group(group):
+        raise InvalidRequest(f"{group!r} is not a share group here")
+    if shares.describe(group).members or any(w.acquired for w in shares.partition_states(group)):
+        raise GroupHasActiveMembers(
+            f"share group {group!r} has members or workers holding records; stop them first"
+        )
+
+
+def _checked(code: int, group: str) -> None:
+    if code:
+        raise RustkaError(f"share group {group!r}: error {code}")
 
 
 def leave(broker: Broker, group: str, member: str) -> defer.Deferred[None]:

@@ -690,6 +690,25 @@ class RustkaClientProtocol(LinearInt32StringReceiver):
 
         return self._call(p.DescribeShareGroup(group), done)
 
+    def alter_share_group_offsets(
+        self, group: str, offsets: Sequence[tuple[str, int, int]]
+    ) -> Deferred[None]:
+        """Restart ``(topic, partition, offset)`` partitions of an idle share group."""
+
+        def done(response: p.Response) -> None:
+            _expect(response, p.ShareOffsetsAltered, "AlterShareGroupOffsets")
+
+        entries = tuple(p.ShareOffset(*o) for o in offsets)
+        return self._call(p.AlterShareGroupOffsets(group, entries), done)
+
+    def delete_share_group_offsets(self, group: str, topics: Sequence[str] = ()) -> Deferred[None]:
+        """Forget an idle share group's state for ``topics``, or the whole group."""
+
+        def done(response: p.Response) -> None:
+            _expect(response, p.ShareOffsetsDeleted, "DeleteShareGroupOffsets")
+
+        return self._call(p.DeleteShareGroupOffsets(group, tuple(topics)), done)
+
     def alter_topic(self, topic: str, partitions: int) -> Deferred[int]:
         """Raise a topic's partition count; fires with the new count."""
 

@@ -205,6 +205,9 @@ _BASE_RULES: dict[type, Rule] = {
     p.ShareAcknowledge: _on_group_and_topic(Op.READ, Op.READ),
     p.ShareLeave: _on_group(Op.READ),
     p.DescribeShareGroup: _on_group(Op.DESCRIBE),
+    # As Kafka's AlterShareGroupOffsets (READ) and DeleteShareGroupOffsets (DELETE).
+    p.AlterShareGroupOffsets: _on_group(Op.READ),
+    p.DeleteShareGroupOffsets: _on_group(Op.DELETE),
 }
 
 RULES: Final[Mapping[type, Rule]] = MappingProxyType(_BASE_RULES)

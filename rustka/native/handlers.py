@@ -27,7 +27,7 @@ from rustka.broker.produce import EarlyAnswer
 from rustka.broker.share_groups import AcquireResult
 from rustka.broker.stats import RequestStats
 from rustka.config import ConfigEntry, describe_topic_configs
-from rustka.errors import InvalidRequest, TransactionalIdNotFound
+from rustka.errors import InvalidRequest, TransactionalIdNotFound, UnknownPartition
 from rustka.native import codec as p
 from rustka.record.batch import Record
 from rustka.security.acl import AclBinding, AclError, validate_binding
@@ -95,6 +95,8 @@ class NativeHandler:
             p.ShareAcknowledge: self._share_acknowledge,
             p.ShareLeave: self._share_leave,
             p.DescribeShareGroup: self._describe_share_group,
+            p.AlterShareGroupOffsets: self._alter_share_group_offsets,
+            p.DeleteShareGroupOffsets: self._delete_share_group_offsets,
         }
         # The ACL changes are audited with who made them.
         self._by_principal: dict[type, Callable[[Any, str], defer.Deferred[Any]]] = {
@@ -524,6 +526,18 @@ class NativeHandler:
                 for w in shares.partition_states(req.group)
             ),
         )
+
+    def _alter_share_group_offsets(self, req: p.AlterShareGroupOffsets) -> defer.Deferred[Any]:
+        for o in req.offsets:
+            if not 0 <= o.partition < self.broker.partition_count(o.topic):
+                raise UnknownPartition(f"{o.topic} has no partition {o.partition}")
+        offsets = {(o.topic, o.partition): o.offset for o in req.offsets}
+        d = share_queue.alter_offsets(self.broker, req.group, offsets)
+        return d.addCallback(lambda _: p.ShareOffsetsAltered())
+
+    def _delete_share_group_offsets(self, req: p.DeleteShareGroupOffsets) -> defer.Deferred[Any]:
+        d = share_queue.delete_offsets(self.broker, req.group, req.topics)
+        return d.addCallback(lambda _: p.ShareOffsetsDeleted())
 
 
 # ShareFetch's ``start``: the group's own setting, earliest, latest.

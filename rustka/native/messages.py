@@ -403,6 +403,37 @@ class DescribeShareGroup:
     group: Str
 
 
+@item
+class ShareOffset:
+    """Where one partition of a share group starts again."""
+
+    topic: Str
+    partition: UInt32
+    offset: UInt64
+
+
+@request
+class AlterShareGroupOffsets:
+    """Op 36: restart partitions of a share group at the given offsets (Kafka's
+    AlterShareGroupOffsets): their in-flight state is dropped. Refused while the group
+    has members or a worker holds records."""
+
+    OP: ClassVar[int] = 36
+    group: Str
+    offsets: Annotated[tuple[ShareOffset, ...], Array(ShareOffset)]
+
+
+@request
+class DeleteShareGroupOffsets:
+    """Op 37: forget a share group's state for these topics, or the whole group when
+    ``topics`` is empty (Kafka's DeleteShareGroupOffsets and DeleteGroups); refused as
+    AlterShareGroupOffsets is."""
+
+    OP: ClassVar[int] = 37
+    group: Str
+    topics: StrArray = ()
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -855,6 +886,20 @@ class SharePartitionWindow:
     acquired: UInt32
     acknowledged: UInt32
     archived: UInt32
+
+
+@response
+class ShareOffsetsAltered:
+    """Tag 34: the answer to AlterShareGroupOffsets, once durable."""
+
+    TAG: ClassVar[int] = 34
+
+
+@response
+class ShareOffsetsDeleted:
+    """Tag 35: the answer to DeleteShareGroupOffsets, once durable."""
+
+    TAG: ClassVar[int] = 35
 
 
 @response

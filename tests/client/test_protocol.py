@@ -239,7 +239,7 @@ async def test_commit_to_unknown_topic_fails(client: RustkaClientProtocol) -> No
 async def test_hello(client: RustkaClientProtocol) -> None:
     """Hello negotiates version 2 with all ops, or version 1 with the seed ops only."""
     welcome = await within(client.hello())
-    assert welcome.version == 2 and welcome.ops == (*range(1, 20), *range(24, 36))
+    assert welcome.version == 2 and welcome.ops == (*range(1, 20), *range(24, 38))
     assert welcome.broker.startswith("rustka")
     old = await within(client.hello(version=1, client="old-client"))
     assert (old.version, old.ops) == (1, (1, 2, 3, 4))

@@ -30,6 +30,7 @@ from rustka.native.codec import (
     AclEntry,
     Acls,
     AcquiredRange,
+    AlterShareGroupOffsets,
     AlterTopic,
     AlterTopicConfigs,
     Batches,
@@ -42,6 +43,7 @@ from rustka.native.codec import (
     CreateTopicWithConfigs,
     DeleteAcls,
     DeleteRecords,
+    DeleteShareGroupOffsets,
     DeleteTopic,
     DescribeAcls,
     DescribeGroup,
@@ -88,6 +90,9 @@ from rustka.native.codec import (
     ShareLeave,
     ShareLeft,
     ShareMember,
+    ShareOffset,
+    ShareOffsetsAltered,
+    ShareOffsetsDeleted,
     SharePartitionRecords,
     SharePartitionWindow,
     ShareRecords,
@@ -366,6 +371,23 @@ REQUESTS = [
     ),
     Vector(ShareLeave("workers", "a"), (("op", "22"), ("group", WORKERS), ("member", MEMBER_A))),
     Vector(DescribeShareGroup("workers"), (("op", "23"), ("group", WORKERS))),
+    Vector(
+        AlterShareGroupOffsets("workers", (ShareOffset("orders", 1, 40),)),
+        (
+            ("op", "24"),
+            ("group", WORKERS),
+            ("offsets", "00000001"),
+            ("offsets[0].topic", ORDERS),
+            ("offsets[0].partition", "00000001"),
+            ("offsets[0].offset", "0000000000000028"),
+        ),
+        flat=False,
+    ),
+    Vector(
+        DeleteShareGroupOffsets("workers", ("orders",)),
+        (("op", "25"), ("group", WORKERS), ("topics", "00000001"), ("topics[0]", ORDERS)),
+        flat=False,
+    ),
 ]
 
 RESPONSES = [
@@ -685,6 +707,8 @@ RESPONSES = [
         flat=False,
     ),
     Vector(ShareLeft(), (("tag", "20"),)),
+    Vector(ShareOffsetsAltered(), (("tag", "22"),)),
+    Vector(ShareOffsetsDeleted(), (("tag", "23"),)),
     Vector(
         ShareGroupDescribed(
             "workers",
@@ -763,8 +787,8 @@ def test_response_decodes_from_vector(vector: Vector) -> None:
     assert decode_response(vector.payload) == vector.message
 
 
-ALL_OPS = {*range(1, 20), *range(24, 36)}
-ALL_TAGS = {*range(1, 20), *range(24, 34)}
+ALL_OPS = {*range(1, 20), *range(24, 38)}
+ALL_TAGS = {*range(1, 20), *range(24, 36)}
 
 
 def test_vectors_cover_every_op_and_tag() -> None:
@@ -774,10 +798,10 @@ def test_vectors_cover_every_op_and_tag() -> None:
 
 
 def test_version_and_op_constants() -> None:
-    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-35."""
+    """The module advertises version 2 with seed ops 1-4 and extension ops 5-19 and 24-37."""
     assert PROTOCOL_VERSION == 2
     assert tuple(SEED_OPS) == (1, 2, 3, 4)
-    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 36))
+    assert tuple(EXTENSION_OPS) == (*range(5, 20), *range(24, 38))
 
 
 def _doc_examples(kind: str) -> list[bytes]:
@@ -852,6 +876,8 @@ ROUND_TRIP_REQUESTS = [
     ShareAcknowledge("g", "m" * 255, "t\u00e9", ()),
     ShareLeave("\u00e9", ""),
     DescribeShareGroup(""),
+    AlterShareGroupOffsets("g", ()),
+    DeleteShareGroupOffsets("g", ()),
 ]
 
 ROUND_TRIP_RESPONSES = [

@@ -27,9 +27,12 @@ def add_parsers(sub: Any) -> None:
         "list groups, show their offsets and lag, or move them",
         "examples:\n  rustka groups list\n  rustka groups describe analytics\n"
         "  rustka groups reset analytics orders --to earliest\n"
-        "  rustka groups reset analytics orders --partition 2 --to 1500\n",
+        "  rustka groups reset analytics orders --partition 2 --to 1500\n"
+        "  rustka groups delete workers          a share group's state (all topics)\n"
+        "  rustka groups delete workers jobs     ... for one topic\n"
+        "reset and delete of a share group need it idle: no members, no records held\n",
     )
-    g.add_argument("action", choices=["list", "describe", "reset"])
+    g.add_argument("action", choices=["list", "describe", "reset", "delete"])
     g.add_argument("group", nargs="?")
     g.add_argument("topic", nargs="?")
     g.add_argument("--partition", type=positive_int, default=None)
@@ -37,7 +40,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    if args.action in ("describe", "reset") and not args.group:
+    if args.action in ("describe", "reset", "delete") and not args.group:
         parser.error(f"groups {args.action} needs a GROUP")
     if args.action == "reset" and not args.topic:
         parser.error("groups reset needs GROUP TOPIC")
@@ -205,6 +208,20 @@ def _share_table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+async def _delete_share_group(client: Any, args: argparse.Namespace, out: TextIO) -> None:
+    """``groups delete``: a share group's state, for one topic or all (the group too)."""
+    if (await client.describe_share_group(args.group)).state == "Dead":
+        raise CommandError(
+            f"{args.group!r} is not a share group; a consumer group is deleted with Kafka's "
+            "DeleteGroups (kafka-consumer-groups --delete) once it is empty"
+        )
+    topics = [args.topic] if args.topic else []
+    await client.delete_share_group_offsets(args.group, topics)
+    what = f"topic {args.topic} of " if args.topic else ""
+    data = {"group": args.group, "deleted": topics or "all"}
+    emit(out, args, data, lambda: f"deleted the state of {what}share group {args.group}\n")
+
+
 async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     client = await connect(args)
     try:
@@ -223,6 +240,8 @@ async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
             table = _group_table(data)
             del data["_owner"]
             emit(out, args, data, lambda: table)
+        elif args.action == "delete":
+            await _delete_share_group(client, args, out)
         elif args.action == "reset":
             meta = await client.metadata([args.topic])
             parts = meta[0].partitions
@@ -243,8 +262,13 @@ async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
                         raise CommandError(
                             f"--to must be earliest, latest or an offset, got {args.to!r}"
                         ) from e
-                await client.commit(args.group, args.topic, partition, offset)
                 data.append({"topic": args.topic, "partition": partition, "offset": offset})
+            if (await client.describe_share_group(args.group)).state != "Dead":
+                offsets = [(d["topic"], d["partition"], d["offset"]) for d in data]
+                await client.alter_share_group_offsets(args.group, offsets)
+            else:
+                for d in data:
+                    await client.commit(args.group, d["topic"], d["partition"], d["offset"])
             emit(
                 out,
                 args,

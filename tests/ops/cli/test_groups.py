@@ -78,3 +78,32 @@ async def test_describe_a_share_group_shows_each_partitions_in_flight_window(
     table = await ok(broker, "groups", "describe", "workers")
     assert table.splitlines()[0] == "share group workers: state Empty, epoch 0, 0 member(s)"
     assert table.splitlines()[-1] == "jobs\t0\t2\t5\t1\t2\t0\t0"
+
+
+@pytest_twisted.ensureDeferred
+async def test_reset_and_delete_a_share_group_only_while_it_is_idle(broker: RunningBroker) -> None:
+    """``groups reset`` restarts an idle share group's partitions (AlterShareGroupOffsets),
+    ``groups delete`` forgets its state; a worker holding records blocks both."""
+    await ok(broker, "topics", "create", "jobs", "--partitions", "1")
+    for i in range(4):
+        await ok(broker, "produce", "jobs", "k", f"job-{i}")
+    c = await broker.client()
+    try:
+        held = await c.share_fetch("workers", "w1", "jobs", 2, 0, 1)
+        busy = await cli(broker, "groups", "reset", "workers", "jobs", "--to", "latest")
+        assert busy.returncode != 0 and "holding records" in busy.stderr
+        await c.share_acknowledge("workers", "w1", "jobs", [(0, r.record.offset, 1) for r in held])
+    finally:
+        await c.close()
+    assert await ok(broker, "groups", "reset", "workers", "jobs", "--to", "3") == (
+        "group workers jobs partition 0 -> 3\n"
+    )
+    described = json.loads(await ok(broker, "groups", "describe", "workers", "--json"))
+    assert [(w["start_offset"], w["end_offset"]) for w in described["partitions"]] == [(3, 3)]
+    taken = await ok(broker, "consume", "--share", "workers", "jobs", "--wait-ms", "200")
+    assert taken == "0\t3\tk\tjob-3\n"
+    assert await ok(broker, "groups", "delete", "workers") == (
+        "deleted the state of share group workers\n"
+    )
+    gone = await cli(broker, "groups", "delete", "workers")
+    assert gone.returncode != 0 and "not a share group" in gone.stderr
