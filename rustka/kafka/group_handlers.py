@@ -201,6 +201,7 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
         body.get("generation_id_or_member_epoch", -1),
         body.get("member_id", ""),
         body.get("group_instance_id") if version >= 7 else None,
+        api_version=version,
     )
     if fenced is not None:
         return defer.succeed(every_partition(fenced))
@@ -258,6 +259,8 @@ def _commit_body(topics: list[Body], code_of: Any) -> Body:
 
 
 def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
+    if version >= 8:  # several groups, KIP-848's member checks (v9)
+        return _offset_fetch_groups(ctx, version, body)
     group = body["group_id"]
     requested = body.get("topics")
     if not _valid_group(group):
@@ -315,6 +318,35 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
         ],
         "error_code": 0,
     }
+
+
+def _offset_fetch_groups(ctx: RequestContext, version: int, body: Body) -> Body:
+    """OffsetFetch v8+: each group answered as v7 answers one; v9 first checks a
+    consumer group's member and epoch (docs/kafka.md, "Consumer groups (KIP-848)")."""
+    consumer = ctx.broker.groups.consumer
+    answered = []
+    for group in body["groups"]:
+        group_id = group["group_id"]
+        if version >= 9 and group_id in consumer.groups and not _elsewhere(ctx):
+            code = consumer.check_fetch(
+                group_id, group.get("member_id"), group.get("member_epoch", -1)
+            )
+            if code:
+                answered.append({"group_id": group_id, "topics": [], "error_code": code})
+                continue
+        one = offset_fetch(
+            ctx,
+            7,
+            {
+                "group_id": group_id,
+                "topics": group["topics"],
+                "require_stable": body.get("require_stable", False),
+            },
+        )
+        answered.append(
+            {"group_id": group_id, "topics": one["topics"], "error_code": one["error_code"]}
+        )
+    return {"throttle_time_ms": 0, "groups": answered}
 
 
 # -- DeleteGroups (42) / OffsetDelete (47) --------------------------------------
@@ -395,13 +427,20 @@ def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
     # v4's states_filter, matched without regard to case as Kafka's coordinator does;
     # an empty filter (and every older version) lists every state.
     wanted = {state.lower() for state in body.get("states_filter") or ()}
+    # v5's types_filter ("classic", "consumer"), also without regard to case.
+    types = {kind.lower() for kind in body.get("types_filter") or ()}
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "groups": [
-            {"group_id": group, "protocol_type": protocol_type, "group_state": state}
-            for group, protocol_type, state in ctx.broker.groups.list_groups()
-            if not wanted or state.lower() in wanted
+            {
+                "group_id": group,
+                "protocol_type": protocol_type,
+                "group_state": state,
+                "group_type": kind,
+            }
+            for group, protocol_type, state, kind in ctx.broker.groups.list_typed_groups()
+            if (not wanted or state.lower() in wanted) and (not types or kind in types)
         ],
     }
 

@@ -28,6 +28,7 @@ from rustka.kafka import txn_handlers
 from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
+from rustka.kafka.topic_ids import names_by_id, topic_id
 from rustka.record.header import (
     ATTRIBUTES_LOW_AT,
     CODEC_MASK,
@@ -90,6 +91,7 @@ def _topic_metadata(name: str, leaders: list[int]) -> Body:
     return {
         "error_code": 0,
         "name": name,
+        "topic_id": topic_id(name),
         "is_internal": False,
         "partitions": [_partition_metadata(i, leader) for i, leader in enumerate(leaders)],
     }
@@ -99,10 +101,17 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
     broker = ctx.broker
     requested = body.get("topics")
     names: list[str] | None
+    unknown_ids: list[bytes] = []
     if requested is None or (version == 0 and not requested):
         names = None
     else:
-        names = [t["name"] for t in requested]
+        # v12 names a topic by its id alone (docs/kafka.md, "Consumer groups (KIP-848)").
+        by_id = names_by_id(broker.topics) if any(t.get("name") is None for t in requested) else {}
+        names = [t["name"] for t in requested if t.get("name") is not None]
+        unknown_ids = [
+            t["topic_id"] for t in requested if t.get("name") is None and t["topic_id"] not in by_id
+        ]
+        names += [by_id[t["topic_id"]] for t in requested if t.get("topic_id") in by_id]
     allow_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
     host, port = advertised_address(ctx)
     cluster = ClusterMap.of(broker, host, port)
@@ -131,6 +140,11 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
                 topics.append({"error_code": code, "name": name, "partitions": []})
             else:
                 topics.append(_topic_metadata(name, found))
+        if names is not None:
+            topics += [
+                {"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid, "partitions": []}
+                for tid in unknown_ids
+            ]
         return {
             "throttle_time_ms": 0,
             "brokers": cluster.brokers(),

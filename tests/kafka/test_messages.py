@@ -76,7 +76,7 @@ EXPECTED_TABLE = {
     29: ("DescribeAcls", 0, 3, 2),
     30: ("CreateAcls", 0, 3, 2),
     31: ("DeleteAcls", 0, 3, 2),
-    3: ("Metadata", 0, 8, 9),
+    3: ("Metadata", 0, 12, 9),
     0: ("Produce", 3, 8, 9),
     1: ("Fetch", 4, 11, 12),
     2: ("ListOffsets", 1, 5, 6),
@@ -96,9 +96,9 @@ EXPECTED_TABLE = {
     14: ("SyncGroup", 0, 3, 4),
     12: ("Heartbeat", 0, 3, 4),
     13: ("LeaveGroup", 0, 3, 4),
-    8: ("OffsetCommit", 2, 7, 8),
-    9: ("OffsetFetch", 1, 7, 6),
-    16: ("ListGroups", 0, 4, 3),
+    8: ("OffsetCommit", 2, 9, 8),
+    9: ("OffsetFetch", 1, 9, 6),
+    16: ("ListGroups", 0, 5, 3),
     15: ("DescribeGroups", 0, 4, 5),
     # Admin APIs (docs/kafka.md, "APIs and versions").
     37: ("CreatePartitions", 0, 1, 2),
@@ -116,6 +116,9 @@ EXPECTED_TABLE = {
     36: ("SaslAuthenticate", 0, 2, 2),
     50: ("DescribeUserScramCredentials", 0, 0, 0),
     51: ("AlterUserScramCredentials", 0, 0, 0),
+    # Consumer groups (KIP-848) (docs/kafka.md, "Consumer groups (KIP-848)").
+    68: ("ConsumerGroupHeartbeat", 0, 1, 0),
+    69: ("ConsumerGroupDescribe", 0, 0, 0),
 }
 
 
@@ -135,6 +138,19 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         if is_flexible(k, v)
     }
     assert flexible == {
+        # Metadata v9-12, OffsetCommit v8-9, OffsetFetch v8-9, ListGroups v5, KIP-848's.
+        (3, 9),
+        (3, 10),
+        (3, 11),
+        (3, 12),
+        (8, 8),
+        (8, 9),
+        (9, 8),
+        (9, 9),
+        (16, 5),
+        (68, 0),
+        (68, 1),
+        (69, 0),
         (18, 3),
         (18, 4),
         (16, 3),
@@ -550,6 +566,30 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
          "committed_metadata": "m"}]}]},
      "0001 67 ffffffff 0000 00000001 " + TOPIC_T
      + " 00000001 00000000 0000000000000001 00000004 0001 6d"),
+    # KIP-848 boundaries (Metadata v10-12, OffsetCommit/OffsetFetch v8-9, ListGroups v5,
+    # ConsumerGroupHeartbeat/Describe): bytes checked field by field against Kafka's
+    # schemas for Metadata v10, and by librdkafka talking to the broker for the rest
+    # (tests/kafka/test_consumer_protocol_clients.py).
+    (3, 10, {'topics': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'name': 't'}], 'allow_auto_topic_creation': True, 'include_cluster_authorized_operations': True, 'include_topic_authorized_operations': True},  # noqa: E501
+     '0200112233445566778899aabbccddeeff02740001010100'),
+    (3, 11, {'topics': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'name': 't'}], 'allow_auto_topic_creation': True, 'include_topic_authorized_operations': True},  # noqa: E501
+     '0200112233445566778899aabbccddeeff027400010100'),
+    (3, 12, {'topics': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'name': 't'}], 'allow_auto_topic_creation': True, 'include_topic_authorized_operations': True},  # noqa: E501
+     '0200112233445566778899aabbccddeeff027400010100'),
+    (8, 9, {'group_id': 't', 'generation_id_or_member_epoch': 1, 'member_id': 't', 'group_instance_id': 't', 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'committed_offset': 1, 'committed_leader_epoch': 1, 'committed_metadata': 't'}]}]},  # noqa: E501
+     '0274000000010274027402027402000000010000000000000001000000010274000000'),
+    (9, 8, {'groups': [{'group_id': 't', 'topics': [{'name': 't', 'partition_indexes': [1]}]}], 'require_stable': True},  # noqa: E501
+     '020274020274020000000100000100'),
+    (9, 9, {'groups': [{'group_id': 't', 'member_id': 't', 'member_epoch': 1, 'topics': [{'name': 't', 'partition_indexes': [1]}]}], 'require_stable': True},  # noqa: E501
+     '020274027400000001020274020000000100000100'),
+    (16, 5, {'states_filter': ['t'], 'types_filter': ['t']},
+     '02027402027400'),
+    (68, 0, {'group_id': 't', 'member_id': 't', 'member_epoch': 1, 'instance_id': 't', 'rack_id': 't', 'rebalance_timeout_ms': 1, 'subscribed_topic_names': ['t'], 'server_assignor': 't', 'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]},  # noqa: E501
+     '0274027400000001027402740000000102027402740200112233445566778899aabbccddeeff02000000010000'),
+    (68, 1, {'group_id': 't', 'member_id': 't', 'member_epoch': 1, 'instance_id': 't', 'rack_id': 't', 'rebalance_timeout_ms': 1, 'subscribed_topic_names': ['t'], 'subscribed_topic_regex': 't', 'server_assignor': 't', 'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]},  # noqa: E501
+     '02740274000000010274027400000001020274027402740200112233445566778899aabbccddeeff02000000010000'),
+    (69, 0, {'group_ids': ['t'], 'include_authorized_operations': True},
+     '0202740100'),
 ]
 
 # fmt: on
@@ -898,6 +938,30 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
     (9, 2, {"error_code": 16}, "00000000 0010"),
     (9, 3, {"throttle_time_ms": 1}, "00000001 00000000 0000"),
     (14, 1, {"throttle_time_ms": 1}, "00000001 0000 00000000"),
+    # KIP-848 boundaries (Metadata v10-12, OffsetCommit/OffsetFetch v8-9, ListGroups v5,
+    # ConsumerGroupHeartbeat/Describe): bytes checked field by field against Kafka's
+    # schemas for Metadata v10, and by librdkafka talking to the broker for the rest
+    # (tests/kafka/test_consumer_protocol_clients.py).
+    (3, 10, {'throttle_time_ms': 1, 'brokers': [{'node_id': 1, 'host': 't', 'port': 1, 'rack': 't'}], 'cluster_id': 't', 'controller_id': 1, 'topics': [{'error_code': 1, 'name': 't', 'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'is_internal': True, 'partitions': [{'error_code': 1, 'partition_index': 1, 'leader_id': 1, 'leader_epoch': 1, 'replica_nodes': [1], 'isr_nodes': [1], 'offline_replicas': [1]}], 'topic_authorized_operations': 1}], 'cluster_authorized_operations': 1},  # noqa: E501
+     '000000010200000001027400000001027400027400000001020001027400112233445566778899aabbccddeeff010200010000000100000001000000010200000001020000000102000000010000000001000000000100'),
+    (3, 11, {'throttle_time_ms': 1, 'brokers': [{'node_id': 1, 'host': 't', 'port': 1, 'rack': 't'}], 'cluster_id': 't', 'controller_id': 1, 'topics': [{'error_code': 1, 'name': 't', 'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'is_internal': True, 'partitions': [{'error_code': 1, 'partition_index': 1, 'leader_id': 1, 'leader_epoch': 1, 'replica_nodes': [1], 'isr_nodes': [1], 'offline_replicas': [1]}], 'topic_authorized_operations': 1}]},  # noqa: E501
+     '000000010200000001027400000001027400027400000001020001027400112233445566778899aabbccddeeff0102000100000001000000010000000102000000010200000001020000000100000000010000'),
+    (3, 12, {'throttle_time_ms': 1, 'brokers': [{'node_id': 1, 'host': 't', 'port': 1, 'rack': 't'}], 'cluster_id': 't', 'controller_id': 1, 'topics': [{'error_code': 1, 'name': 't', 'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'is_internal': True, 'partitions': [{'error_code': 1, 'partition_index': 1, 'leader_id': 1, 'leader_epoch': 1, 'replica_nodes': [1], 'isr_nodes': [1], 'offline_replicas': [1]}], 'topic_authorized_operations': 1}]},  # noqa: E501
+     '000000010200000001027400000001027400027400000001020001027400112233445566778899aabbccddeeff0102000100000001000000010000000102000000010200000001020000000100000000010000'),
+    (8, 9, {'throttle_time_ms': 1, 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'error_code': 1}]}]},  # noqa: E501
+     '0000000102027402000000010001000000'),
+    (9, 8, {'throttle_time_ms': 1, 'groups': [{'group_id': 't', 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'committed_offset': 1, 'committed_leader_epoch': 1, 'metadata': 't', 'error_code': 1}]}], 'error_code': 1}]},  # noqa: E501
+     '00000001020274020274020000000100000000000000010000000102740001000000010000'),
+    (9, 9, {'throttle_time_ms': 1, 'groups': [{'group_id': 't', 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'committed_offset': 1, 'committed_leader_epoch': 1, 'metadata': 't', 'error_code': 1}]}], 'error_code': 1}]},  # noqa: E501
+     '00000001020274020274020000000100000000000000010000000102740001000000010000'),
+    (16, 5, {'throttle_time_ms': 1, 'error_code': 1, 'groups': [{'group_id': 't', 'protocol_type': 't', 'group_state': 't', 'group_type': 't'}]},  # noqa: E501
+     '0000000100010202740274027402740000'),
+    (68, 0, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment_present': 1, 'assignment_topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}], 'assignment_tagged_fields': 1},  # noqa: E501
+     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000100'),
+    (68, 1, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment_present': 1, 'assignment_topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}], 'assignment_tagged_fields': 1},  # noqa: E501
+     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000100'),
+    (69, 0, {'throttle_time_ms': 1, 'groups': [{'error_code': 1, 'error_message': 't', 'group_id': 't', 'group_state': 't', 'group_epoch': 1, 'assignment_epoch': 1, 'assignor_name': 't', 'members': [{'member_id': 't', 'instance_id': 't', 'rack_id': 't', 'member_epoch': 1, 'client_id': 't', 'client_host': 't', 'subscribed_topic_names': ['t'], 'subscribed_topic_regex': 't', 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}, 'target_assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}}], 'authorized_operations': 1}]},  # noqa: E501
+     '000000010200010274027402740000000100000001027402027402740274000000010274027402027402740200112233445566778899aabbccddeeff0274020000000100000200112233445566778899aabbccddeeff02740200000001000000000000010000'),
 ]
 
 # fmt: on
@@ -1333,7 +1397,7 @@ def test_null_client_id() -> None:
     [
         (lambda: decode_request(0, 2, b"", 0), "Produce v2 is not supported"),
         (lambda: encode_response(1, 12, 1, {}), "Fetch v12 is not supported"),
-        (lambda: decode_response(3, 9, hx("00000001")), "Metadata v9 is not supported"),
+        (lambda: decode_response(3, 13, hx("00000001")), "Metadata v13 is not supported"),
         (lambda: encode_request(71, 0, 1, "c", {}), "unknown api key 71"),
         (lambda: encode_response(12, 0, 1, {"error_code": "x"}), "cannot encode Heartbeat"),
         (lambda: encode_response(12, 0, 2**40, {}), "correlation id"),

@@ -6,7 +6,7 @@ in `APIS`; rustka/kafka/messages/__init__.py says how to read them.
 
 from __future__ import annotations
 
-from rustka.kafka.schema import BOOL, INT8, INT16, INT32, INT64, STRING, Array
+from rustka.kafka.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, Array
 
 from .registry import INT32_MIN, ApiKey, F, api, msg
 
@@ -58,7 +58,12 @@ api(
 METADATA_REQUEST = msg(
     "MetadataRequest",
     # v0: an empty array means all topics; v1+: null means all, empty means none.
-    F("topics", [F("name", STRING)], nullable="1+"),
+    # v10+ carries a topic id; v12 looks a topic up by it (its name then null).
+    F(
+        "topics",
+        [F("topic_id", UUID, "10+"), F("name", STRING, nullable="10+")],
+        nullable="1+",
+    ),
     F("allow_auto_topic_creation", BOOL, "4+", default=True),
     F("include_cluster_authorized_operations", BOOL, "8-10"),
     F("include_topic_authorized_operations", BOOL, "8+"),
@@ -82,7 +87,8 @@ METADATA_RESPONSE = msg(
         "topics",
         [
             F("error_code", INT16),
-            F("name", STRING),
+            F("name", STRING, nullable="12+"),
+            F("topic_id", UUID, "10+"),
             F("is_internal", BOOL, "1+"),
             F(
                 "partitions",
@@ -102,7 +108,7 @@ METADATA_RESPONSE = msg(
     F("cluster_authorized_operations", INT32, "8-10", default=INT32_MIN),
 )
 
-api(ApiKey.METADATA, "Metadata", (0, 8), 9, METADATA_REQUEST, METADATA_RESPONSE)
+api(ApiKey.METADATA, "Metadata", (0, 12), 9, METADATA_REQUEST, METADATA_RESPONSE)
 
 # --- CreateTopics (19) -----------------------------------------------------------------
 

@@ -1,0 +1,28 @@
+"""Kafka topic ids (KIP-516): a stable UUID for each topic name.
+
+Kafka 4 clients name topics by id in the consumer group protocol (KIP-848): the
+coordinator hands out assignments by topic id and the client resolves them with a
+Metadata request (v12) by id. rustka keeps no id on disk; the id is derived from the
+topic's name, so every broker of a cluster and every restart give the same one. What
+differs from Kafka (docs/kafka.md, "Consumer groups (KIP-848)"): a topic deleted and
+created again under the same name keeps its id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Final
+
+_NAMESPACE: Final = uuid.UUID("5a1f3a5e-6b1c-4c3e-9f1e-727573746b61")
+ZERO_ID: Final = bytes(16)
+
+
+def topic_id(name: str) -> bytes:
+    """The topic's id as Kafka's wire carries it (16 bytes)."""
+    return uuid.uuid5(_NAMESPACE, name).bytes
+
+
+def names_by_id(names: Iterable[str]) -> dict[bytes, str]:
+    """The id -> name table of the given topics."""
+    return {topic_id(name): name for name in names}
