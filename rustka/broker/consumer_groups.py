@@ -275,10 +275,10 @@ class ConsumerGroups:
         new_member = member.member_id not in group.members
         if new_member:
             group.members[member.member_id] = member
-            if member.instance_id is not None:
-                group.static_members[member.instance_id] = member.member_id
         bump = new_member and member.previous_member_epoch == -1
         bump |= self._update(member, request)
+        if member.instance_id is not None:
+            group.static_members[member.instance_id] = member.member_id
         resolved = self._subscribed_topics(group, topics)
         if resolved != group.subscribed_topics:
             group.subscribed_topics = resolved

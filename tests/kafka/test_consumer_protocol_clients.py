@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from twisted.internet import threads
+from twisted.internet import defer, threads
 
 from tests.conftest import RunningBroker, start_broker, within
 
@@ -132,3 +132,25 @@ async def test_one_member_reads_everything_and_a_new_run_resumes(broker: Running
         return c.values
 
     assert sorted(await in_thread(second)) == sorted(f"w{i}" for i in range(12))
+
+
+@pytest_twisted.ensureDeferred
+async def test_three_members_share_six_partitions_and_read_each_record_once(
+    broker: RunningBroker,
+) -> None:
+    bootstrap = broker.address
+    await in_thread(create_topic, bootstrap, "t3", 6)
+    await in_thread(produce, bootstrap, "t3", [f"v{i}" for i in range(300)], 6)
+    members = [Consumer(bootstrap, "g3") for _ in range(3)]
+
+    def run(c: Consumer) -> None:
+        c.subscribe(["t3"])
+        c.poll_until(lambda: sum(len(m.values) for m in members) >= 300)
+        c.close()
+
+    await within(
+        defer.gatherResults([threads.deferToThread(run, c) for c in members], consumeErrors=True),
+        120,
+    )
+    values = [v for m in members for v in m.values]
+    assert len(values) == 300 and sorted(set(values)) == sorted(f"v{i}" for i in range(300))
