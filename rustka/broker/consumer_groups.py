@@ -148,8 +148,8 @@ class HeartbeatRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
-    """The answer: the member's epoch and assignment; ``assignment_changed`` is when
-    Kafka sends it (a full request, or it changed) - rustka's front-end always does."""
+    """The answer: the member's epoch and, when it changed or the request was a full
+    one, its assignment (None: unchanged)."""
 
     error: int
     member_id: str = ""
@@ -157,7 +157,6 @@ class HeartbeatResult:
     heartbeat_interval_ms: int = 0
     assignment: Assignment | None = None
     message: str | None = None
-    assignment_changed: bool = False
 
 
 def _union(a: Mapping[str, frozenset[int]], b: Mapping[str, frozenset[int]]) -> Assignment:
@@ -300,8 +299,7 @@ class ConsumerGroups:
             member.member_id,
             member.member_epoch,
             self.heartbeat_interval_ms,
-            dict(member.assigned),
-            assignment_changed=full or changed,
+            dict(member.assigned) if full or changed else None,
         )
 
     @staticmethod

@@ -38,9 +38,7 @@ def heartbeat(
         "member_id": None,
         "member_epoch": -1,
         "heartbeat_interval_ms": 0,
-        "assignment_present": 1,
-        "assignment_topic_partitions": [],
-        "assignment_tagged_fields": 0,
+        "assignment": None,
     }
     return None, lambda _: denied
 

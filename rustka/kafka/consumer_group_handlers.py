@@ -72,10 +72,9 @@ def consumer_group_heartbeat(ctx: RequestContext, version: int, body: Body) -> B
         "member_id": result.member_id or None,
         "member_epoch": result.member_epoch,
         "heartbeat_interval_ms": result.heartbeat_interval_ms,
-        # Sent whole every time (see the declaration); an error sends it empty.
-        "assignment_present": 1,
-        "assignment_topic_partitions": _wire(result.assignment or {}),
-        "assignment_tagged_fields": 0,
+        "assignment": {"topic_partitions": _wire(result.assignment)}
+        if result.assignment is not None
+        else None,
     }
 
 

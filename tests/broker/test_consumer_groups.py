@@ -32,6 +32,10 @@ def beat(groups, member_id, epoch, owned=None, now=0, topics=TOPICS, **kw):  # t
     return groups.heartbeat(HeartbeatRequest("g", member_id, epoch, owned=owned, **kw), topics, now)
 
 
+def owned_by(groups: ConsumerGroups, member_id: str) -> dict[str, frozenset[int]]:
+    return groups.groups["g"].members[member_id].assigned
+
+
 def test_first_member_gets_everything_at_epoch_one() -> None:
     groups = ConsumerGroups()
     r = join(groups)
@@ -51,13 +55,15 @@ def test_a_partition_is_revoked_before_it_is_given_to_another_member() -> None:
     r = beat(groups, a.member_id, 1, owned=a.assignment)
     assert r.member_epoch == 1 and len(r.assignment["t"]) == 3
     assert groups.groups["g"].members[a.member_id].state is MemberState.UNREVOKED_PARTITIONS
-    # b still waits while a owns them.
-    assert beat(groups, b.member_id, 2, owned={}).assignment == {}
-    r = beat(groups, a.member_id, 1, owned=r.assignment)
-    assert r.member_epoch == 2
+    # b still waits while a owns them (no assignment in the answer: unchanged).
+    assert beat(groups, b.member_id, 2, owned={}).assignment is None
+    assert groups.groups["g"].members[b.member_id].assigned == {}
+    kept = r.assignment
+    r = beat(groups, a.member_id, 1, owned=kept)
+    assert r.member_epoch == 2 and r.assignment is None  # same partitions, new epoch
     rb = beat(groups, b.member_id, 2, owned={})
     assert len(rb.assignment["t"]) == 3
-    assert rb.assignment["t"].isdisjoint(r.assignment["t"])
+    assert rb.assignment["t"].isdisjoint(kept["t"])
     assert groups.groups["g"].state is ConsumerGroupState.STABLE
 
 
@@ -95,8 +101,10 @@ def test_static_member_rejoining_keeps_its_partitions() -> None:
     a = join(groups, instance_id="i1")
     b = join(groups, instance_id="i2")
     beat(groups, a.member_id, 1, owned=a.assignment)
-    ra = beat(groups, a.member_id, 1, owned={"t": frozenset({0, 1, 2})})
-    rb = beat(groups, b.member_id, 2, owned={})
+    beat(groups, a.member_id, 1, owned=owned_by(groups, a.member_id))
+    beat(groups, b.member_id, 2, owned={})
+    mine_a, mine_b = owned_by(groups, a.member_id), owned_by(groups, b.member_id)
+    assert len(mine_a["t"]) == len(mine_b["t"]) == 3
     epoch = groups.groups["g"].group_epoch
     left = beat(groups, b.member_id, -2, instance_id="i2", now=100)
     assert left.member_epoch == -2
@@ -104,8 +112,8 @@ def test_static_member_rejoining_keeps_its_partitions() -> None:
     assert join(groups, instance_id="i1").error == Err.UNRELEASED_INSTANCE_ID
     # ...but i2 comes back to its own partitions without a rebalance.
     back = join(groups, instance_id="i2", now=200)
-    assert back.assignment == rb.assignment and groups.groups["g"].group_epoch == epoch
-    assert ra.assignment["t"].isdisjoint(back.assignment["t"])
+    assert back.assignment == mine_b and groups.groups["g"].group_epoch == epoch
+    assert back.member_epoch == epoch
 
 
 def test_regex_subscription_picks_up_a_topic_created_later() -> None:

@@ -956,12 +956,16 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      '00000001020274020274020000000100000000000000010000000102740001000000010000'),
     (16, 5, {'throttle_time_ms': 1, 'error_code': 1, 'groups': [{'group_id': 't', 'protocol_type': 't', 'group_state': 't', 'group_type': 't'}]},  # noqa: E501
      '0000000100010202740274027402740000'),
-    (68, 0, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment_present': 1, 'assignment_topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}], 'assignment_tagged_fields': 1},  # noqa: E501
-     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000100'),
-    (68, 1, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment_present': 1, 'assignment_topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}], 'assignment_tagged_fields': 1},  # noqa: E501
-     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000100'),
     (69, 0, {'throttle_time_ms': 1, 'groups': [{'error_code': 1, 'error_message': 't', 'group_id': 't', 'group_state': 't', 'group_epoch': 1, 'assignment_epoch': 1, 'assignor_name': 't', 'members': [{'member_id': 't', 'instance_id': 't', 'rack_id': 't', 'member_epoch': 1, 'client_id': 't', 'client_host': 't', 'subscribed_topic_names': ['t'], 'subscribed_topic_regex': 't', 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}, 'target_assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}}], 'authorized_operations': 1}]},  # noqa: E501
      '000000010200010274027402740000000100000001027402027402740274000000010274027402027402740200112233445566778899aabbccddeeff0274020000000100000200112233445566778899aabbccddeeff02740200000001000000000000010000'),
+    (68, 0, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]}},  # noqa: E501
+     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000000'),
+    (68, 1, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]}},  # noqa: E501
+     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000000'),
+    # A null Assignment (unchanged since the last answer): int8 -1, then the body tags.
+    (68, 1, {"error_code": 0, "member_id": None, "member_epoch": 3,
+             "heartbeat_interval_ms": 5000, "assignment": None},
+     "00000000 0000 00 00 00000003 00001388 ff 00"),
 ]
 
 # fmt: on

@@ -412,12 +412,8 @@ CONSUMER_GROUP_HEARTBEAT_RESPONSE = msg(
     F("member_id", STRING, nullable="0+"),
     F("member_epoch", INT32),
     F("heartbeat_interval_ms", INT32),
-    # Kafka's nullable struct Assignment, spelled out: the codec has no nullable structs,
-    # so rustka always sends it (marker 1, the partitions, the struct's empty tag buffer);
-    # librdkafka and the Java client ignore an assignment equal to the one they have.
-    F("assignment_present", INT8, default=1),
-    F("assignment_topic_partitions", _TOPIC_PARTITIONS),
-    F("assignment_tagged_fields", INT8, default=0),
+    # null unless the request was a full one or the assignment changed (as Kafka).
+    F("assignment", msg("Assignment", F("topic_partitions", _TOPIC_PARTITIONS)), nullable="0+"),
 )
 
 api(
