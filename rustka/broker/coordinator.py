@@ -769,6 +769,10 @@ class GroupCoordinator:
         if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            # Kafka checks a consumer group's transactional commits as its others.
+            code = self.consumer.check_commit(group_id, member_id, generation_id, 9)
+            return code or None
         empty = group is None or group.state is GroupState.EMPTY
         named = generation_id >= 0 or bool(member_id) or instance_id is not None
         if (generation_id < 0 and empty) or not named:
@@ -783,13 +787,16 @@ class GroupCoordinator:
     def has_active_members(self, group_id: str) -> bool:
         """True while Kafka consumers are members (resets and native commits wait)."""
         group = self._groups.get(group_id)
-        return group is not None and bool(group.members)
+        return (group is not None and bool(group.members)) or self.consumer.has_members(group_id)
 
     def require_no_active_members(self, group_id: str) -> None:
         """Raise `GroupHasActiveMembers` (a clear client-facing error) if members exist."""
         group = self._groups.get(group_id)
         if group is not None and group.members:
             raise GroupHasActiveMembers.for_group(group_id, len(group.members))
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None and cgroup.members:
+            raise GroupHasActiveMembers.for_group(group_id, len(cgroup.members))
 
     # -- offsets expiry (offsets_retention_ms) -----------------------------------------
 
@@ -799,6 +806,8 @@ class GroupCoordinator:
         not hold in memory counts as empty since ``unknown_ms`` (the broker's start: group
         states are not persisted, so a restart never makes old offsets expire sooner)."""
         group = self._groups.get(group_id)
+        if self.consumer.has_members(group_id):
+            return None
         if group is None:
             return unknown_ms
         if group.state is GroupState.EMPTY and not group.members and not group.pending_join:

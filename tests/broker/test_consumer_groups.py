@@ -3,6 +3,8 @@ static membership, regex subscriptions and timeouts, with time passed by hand.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rustka.broker.assignors import range_assignor, uniform
 from rustka.broker.consumer_groups import (
     ConsumerGroups,
@@ -157,3 +159,108 @@ def test_assignors_balance_and_range_is_per_topic() -> None:
     ranged = range_assignor({"a": {"t", "u"}, "b": {"t", "u"}}, {"t": 3, "u": 3}, {})
     assert ranged["a"] == {"t": frozenset({0, 1}), "u": frozenset({0, 1})}
     assert ranged["b"] == {"t": frozenset({2}), "u": frozenset({2})}
+
+
+# -- in the coordinator: one group id, one type; reactor timers -----------------------
+
+
+def _coordinator() -> tuple[Any, Any]:
+    from twisted.internet import task
+
+    from rustka.broker.coordinator import GroupCoordinator
+
+    clock = task.Clock()
+    return clock, GroupCoordinator(clock, consumer_session_timeout_ms=3000)
+
+
+def _classic_join(gc: Any, member_id: str = "") -> Any:
+    from rustka.broker.coordinator import JoinRequest
+
+    results: list[Any] = []
+    gc.join(
+        JoinRequest(
+            "g",
+            member_id,
+            protocol_type="consumer",
+            protocols=[("range", b"")],
+            session_timeout_ms=10_000,
+        )
+    ).addCallback(results.append)
+    return results[0] if results else None
+
+
+def _cjoin(gc: Any, **kw: Any) -> Any:
+    request = HeartbeatRequest(
+        "g", "", 0, rebalance_timeout_ms=10_000, subscribed_names=("t",), owned={}, **kw
+    )
+    return gc.consumer_heartbeat(request, TOPICS)
+
+
+def test_a_non_empty_group_of_one_type_refuses_the_other() -> None:
+    from rustka.broker.groups import GroupErrorCode
+
+    _, gc = _coordinator()
+    member = _cjoin(gc)
+    assert member.error == 0
+    assert _classic_join(gc).error == GroupErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert gc.list_typed_groups() == [("g", "consumer", "Stable", "consumer")]
+    assert gc.describe("g").state == "Dead"  # DescribeGroups knows classic groups only
+    assert gc.has_active_members("g") and gc.deletion_refused("g") == 68
+    assert gc.empty_since("g", 0) is None  # offsets do not expire under members
+    gc.consumer_heartbeat(HeartbeatRequest("g", member.member_id, -1), TOPICS)
+    # Empty now: a classic member may take the id, and then the consumer protocol may not.
+    classic = _classic_join(gc)
+    assert classic.error == 0 and gc.consumer_group("g") is None
+    assert _cjoin(gc).error == Err.GROUP_ID_NOT_FOUND
+    assert gc.list_typed_groups()[0][3] == "classic"
+
+
+def test_the_coordinator_s_timer_removes_a_silent_member() -> None:
+    clock, gc = _coordinator()
+    a = _cjoin(gc)
+    b = _cjoin(gc)
+    clock.advance(2.0)
+    gc.consumer_heartbeat(HeartbeatRequest("g", a.member_id, 1, owned=a.assignment), TOPICS)
+    clock.advance(1.5)  # b silent for 3.5 s > 3 s; a heartbeat 1.5 s ago
+    group = gc.consumer_group("g")
+    assert list(group.members) == [a.member_id] and b.member_id not in group.members
+    clock.advance(3.1)
+    assert not group.members and group.state is ConsumerGroupState.EMPTY
+
+
+def test_commits_are_fenced_by_member_epoch_in_the_coordinator() -> None:
+    _, gc = _coordinator()
+    a = _cjoin(gc)
+    assert gc.check_commit("g", 1, a.member_id, api_version=9) is None
+    assert gc.check_commit("g", 7, a.member_id, api_version=9) == Err.STALE_MEMBER_EPOCH
+    assert gc.check_commit("g", 1, a.member_id, api_version=8) == Err.UNSUPPORTED_VERSION
+    assert gc.check_commit("g", -1, "", api_version=9) == Err.UNKNOWN_MEMBER_ID
+    assert gc.check_txn_commit("g", 1, a.member_id) is None
+    assert gc.check_txn_commit("g", 2, a.member_id) == Err.STALE_MEMBER_EPOCH
+
+
+def test_restart_forgets_members_and_they_rejoin() -> None:
+    _, gc = _coordinator()
+    a = _cjoin(gc)
+    gc.resign()  # what a restart or a moved coordinator role leaves
+    gone = gc.consumer_heartbeat(HeartbeatRequest("g", a.member_id, 1), TOPICS)
+    assert gone.error == Err.UNKNOWN_MEMBER_ID
+    assert _cjoin(gc).member_epoch == 1
+
+
+def test_new_partitions_bump_the_group_epoch_at_the_next_heartbeat() -> None:
+    groups = ConsumerGroups()
+    a = join(groups)
+    r = beat(groups, a.member_id, 1, owned=a.assignment, topics={"t": 8})
+    assert r.member_epoch == 2 and r.assignment == {"t": frozenset(range(8))}
+
+
+def test_a_member_acknowledging_late_with_the_previous_epoch_is_accepted() -> None:
+    groups = ConsumerGroups()
+    a = join(groups)
+    beat(groups, a.member_id, 1, owned=a.assignment, topics={"t": 8})  # epoch 2, answer lost
+    again = beat(groups, a.member_id, 1, owned=a.assignment, topics={"t": 8})
+    assert again.error == 0 and again.member_epoch == 2
+    # ...but not when it claims partitions it does not own.
+    stray = beat(groups, a.member_id, 1, owned={"t": frozenset({9})}, topics={"t": 8})
+    assert stray.error == Err.FENCED_MEMBER_EPOCH
