@@ -61,6 +61,7 @@ class ConsumerGroupError(enum.IntEnum):
     INVALID_REQUEST = 42
     GROUP_ID_NOT_FOUND = 69
     GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
     UNSUPPORTED_VERSION = 35
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111
@@ -371,13 +372,15 @@ class ConsumerGroups:
             if self.max_group_size is not None and len(group.members) >= self.max_group_size:
                 return None, E.GROUP_MAX_SIZE_REACHED
             return ConsumerMember(request.member_id or str(uuid.uuid4())), E.NONE
+        if request.instance_id is not None:
+            holder = group.static_members.get(request.instance_id)
+            if holder is None:
+                return None, E.UNKNOWN_MEMBER_ID
+            if holder != request.member_id:
+                # Another member took the instance id over (Kafka's FENCED_INSTANCE_ID).
+                return None, E.FENCED_INSTANCE_ID
         member = group.members.get(request.member_id)
         if member is None:
-            return None, E.UNKNOWN_MEMBER_ID
-        if request.instance_id is not None and member.instance_id not in (
-            None,
-            request.instance_id,
-        ):
             return None, E.UNKNOWN_MEMBER_ID
         epoch = request.member_epoch
         if epoch > member.member_epoch:
@@ -415,13 +418,19 @@ class ConsumerGroups:
 
     @staticmethod
     def _subscribed_topics(group: ConsumerGroup, topics: Mapping[str, int]) -> dict[str, int]:
-        """The existing topics some member subscribes to, with their partition counts."""
-        members = list(group.members.values())
-        return {
-            name: count
-            for name, count in topics.items()
-            if any(m.subscribes(name) for m in members)
-        }
+        """The existing topics some member subscribes to, with their partition counts.
+
+        Named topics are looked up; only a regular expression subscription walks the
+        broker's topics, once per distinct pattern, so a heartbeat stays cheap.
+        """
+        names = {n for m in group.members.values() for n in m.subscribed_names}
+        found = {n: topics[n] for n in names if n in topics}
+        patterns = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
+        for pattern in patterns:
+            for name in topics:
+                if name not in found and _matches(pattern, name):
+                    found[name] = topics[name]
+        return found
 
     def _compute_target(self, group: ConsumerGroup) -> None:
         chosen = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)

@@ -9,12 +9,15 @@ coordinator (``broker.groups``, whose ``consumer`` holds the pure
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from typing import Any
+
 from rustka.broker.assignors import Assignment
 from rustka.broker.consumer_groups import HeartbeatRequest
 from rustka.kafka import group_handlers
 from rustka.kafka.context import Body, RequestContext
 from rustka.kafka.errors import ErrorCode as E
-from rustka.kafka.topic_ids import names_by_id, topic_id
+from rustka.kafka.topic_ids import TopicNames, topic_id
 
 _INT32_MIN = -(2**31)
 
@@ -38,15 +41,34 @@ def _described(assignment: Assignment) -> Body:
 # -- ConsumerGroupHeartbeat (68) -------------------------------------------------
 
 
+class _PartitionCounts(Mapping[str, int]):
+    """The broker's topics as the model reads them (name -> partition count), without
+    copying them at every heartbeat."""
+
+    def __init__(self, topics: Mapping[str, Any]) -> None:
+        self._topics = topics
+
+    def __getitem__(self, name: str) -> int:
+        return len(self._topics[name].partitions)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+
+_NAMES = TopicNames()
+
+
 def consumer_group_heartbeat(ctx: RequestContext, version: int, body: Body) -> Body:
     broker = ctx.broker
-    topics = {name: len(topic.partitions) for name, topic in broker.topics.items()}
+    topics = _PartitionCounts(broker.topics)
     owned: Assignment | None = None
     if body["topic_partitions"] is not None:
-        by_id = names_by_id(topics)
         owned = {}
         for tp in body["topic_partitions"]:
-            name = by_id.get(tp["topic_id"])
+            name = _NAMES.name_of(tp["topic_id"], topics)
             if name is not None and tp["partitions"]:
                 owned[name] = frozenset(tp["partitions"])
     names = body["subscribed_topic_names"]

@@ -106,12 +106,16 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
         names = None
     else:
         # v12 names a topic by its id alone (docs/kafka.md, "Consumer groups (KIP-848)").
-        by_id = names_by_id(broker.topics) if any(t.get("name") is None for t in requested) else {}
         names = [t["name"] for t in requested if t.get("name") is not None]
-        unknown_ids = [
-            t["topic_id"] for t in requested if t.get("name") is None and t["topic_id"] not in by_id
-        ]
-        names += [by_id[t["topic_id"]] for t in requested if t.get("topic_id") in by_id]
+        if len(names) < len(requested):
+            by_id = names_by_id(broker.topics)
+            for t in requested:
+                if t.get("name") is None:
+                    known = by_id.get(t["topic_id"])
+                    if known is None:
+                        unknown_ids.append(t["topic_id"])
+                    else:
+                        names.append(known)
     allow_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
     host, port = advertised_address(ctx)
     cluster = ClusterMap.of(broker, host, port)

@@ -264,3 +264,14 @@ def test_a_member_acknowledging_late_with_the_previous_epoch_is_accepted() -> No
     # ...but not when it claims partitions it does not own.
     stray = beat(groups, a.member_id, 1, owned={"t": frozenset({9})}, topics={"t": 8})
     assert stray.error == Err.FENCED_MEMBER_EPOCH
+
+
+def test_a_replaced_static_member_is_fenced_by_its_instance_id() -> None:
+    groups = ConsumerGroups()
+    old = join(groups, instance_id="i")
+    beat(groups, old.member_id, -2, instance_id="i")
+    new = join(groups, instance_id="i")
+    assert new.error == 0 and new.member_id != old.member_id
+    zombie = beat(groups, old.member_id, 1, instance_id="i")
+    assert zombie.error == Err.FENCED_INSTANCE_ID
+    assert beat(groups, new.member_id, new.member_epoch, instance_id="i").error == 0

@@ -376,14 +376,15 @@ async def test_a_killed_member_s_partitions_move_after_the_session_timeout(
         # The survivor keeps polling (it must, to give partitions up) until the two
         # hold complementary, non-empty shares.
         survivor.subscribe(["dead"])
-        survivor.poll_until(
-            lambda: (
-                bool(latest[0])
-                and {p for _, p in survivor.assignment()} == set(range(4)) - latest[0]
-            ),
-            60,
-        )
-        return latest[0]
+        seen: list[set[int]] = []
+
+        def complementary() -> bool:
+            theirs, mine = latest[0], {p for _, p in survivor.assignment()}
+            seen[:] = [theirs]
+            return bool(theirs) and bool(mine) and mine == set(range(4)) - theirs
+
+        survivor.poll_until(complementary, 60)
+        return seen[0]
 
     try:
         share = await in_thread(split)
