@@ -268,7 +268,7 @@ async def test_unsupported_api_versions_gets_the_table_and_the_connection_stays(
 async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
     broker: RunningBroker,
 ) -> None:
-    """Key 57 or Metadata v12 closes the connection; a client beside it is still served.
+    """Key 57 or Metadata v13 closes the connection; a client beside it is still served.
 
     Each goes behind an ApiVersions: as a first frame it would not be Kafka's at all
     (docs/protocol.md, "Which first frames go to Kafka").
@@ -277,7 +277,7 @@ async def test_unknown_key_or_unadvertised_version_closes_only_that_connection(
     factory = broker.top.kafka_factory
     for request in (
         header_v1(57, 0, 1) + b"\x00" * 8,
-        header_v1(METADATA, 12, 2) + b"\x00" * 8,
+        header_v1(METADATA, 13, 2) + b"\x00" * 8,
         header_v1(METADATA, -1, 3),
     ):
         before = factory.bad_requests
