@@ -153,7 +153,7 @@ def test_a_kafka_request_rustka_does_not_serve_goes_to_kafka_to_be_closed() -> N
         if not messages.APIS[entry["api_key"]].supports(version)
     ]
     assert refused, "Produce lists versions below the ones it serves"
-    unserved = [*refused, (8, 1), (17, 2), (36, 3), (3, 12), (127, 31)]
+    unserved = [*refused, (8, 1), (17, 2), (36, 3), (3, 13), (127, 31)]
     for key, version in unserved:
         request = _h(key, version) + b"\x00\x05PLAIN"
         assert is_kafka_request(request), (key, version)
