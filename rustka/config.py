@@ -316,6 +316,30 @@ class Config:
         _GROUPS,
         minimum=1,
     )
+    group_consumer_session_timeout_ms: int = setting(
+        Kind.DURATION,
+        45_000,
+        "How long a member of a consumer-protocol group (KIP-848) may stay silent before "
+        "it is removed (Kafka's group.consumer.session.timeout.ms).",
+        _GROUPS,
+        minimum=1,
+    )
+    group_consumer_heartbeat_interval_ms: int = setting(
+        Kind.DURATION,
+        5_000,
+        "How often members of a consumer-protocol group heartbeat (Kafka's "
+        "group.consumer.heartbeat.interval.ms).",
+        _GROUPS,
+        minimum=1,
+    )
+    group_consumer_assignors: str = setting(
+        Kind.LIST,
+        "uniform,range",
+        "Server-side assignors of consumer-protocol groups, the first the default "
+        "(Kafka's group.consumer.assignors): uniform, range.",
+        _GROUPS,
+        choices=("uniform", "range"),
+    )
     transaction_max_timeout_ms: int = setting(
         Kind.DURATION,
         900_000,

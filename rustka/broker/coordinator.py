@@ -38,6 +38,14 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from rustka.broker.consumer_groups import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    ConsumerGroup,
+    ConsumerGroups,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from rustka.broker.groups import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -126,6 +134,9 @@ class GroupCoordinator:
         min_session_timeout_ms: int = DEFAULT_MIN_SESSION_TIMEOUT_MS,
         max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS,
         max_group_size: int | None = None,
+        consumer_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        consumer_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        consumer_assignors: Sequence[str] = ("uniform", "range"),
     ) -> None:
         if initial_rebalance_delay_ms < 0:
             raise ValueError("initial_rebalance_delay_ms must be >= 0")
@@ -142,6 +153,15 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._outbox: list[tuple[defer.Deferred[Any], Any]] = []
         self._closed = False
+        self.consumer = ConsumerGroups(
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            assignors=consumer_assignors,
+            max_group_size=max_group_size,
+        )
+        """The groups of the consumer group protocol (KIP-848); a group id is either one
+        of these or a classic group (docs/kafka.md, "Consumer groups (KIP-848)")."""
+        self._consumer_timer: IDelayedCall | None = None
         self.coordinating: Callable[[], bool] = _always
         """Whether this broker coordinates groups now: in a cluster, only the holder of
         the coordinator role does (docs/diskless.md, "Consumer groups in a cluster")."""
@@ -178,6 +198,10 @@ class GroupCoordinator:
             rebalance_timeout_ms=rebalance_ms if rebalance_ms > 0 else session_ms,
         )
         names = [name for name, _ in request.protocols]
+        if self.consumer.has_members(request.group_id):
+            # Kafka would migrate the group to classic members; rustka refuses.
+            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+        self.consumer.forget_if_empty(request.group_id)
         group = self._groups.get(request.group_id)
         if request.member_id:
             if group is None:
@@ -686,8 +710,12 @@ class GroupCoordinator:
         generation_id: int,
         member_id: str,
         instance_id: str | None = None,
+        api_version: int = 9,
     ) -> int | None:
         """May this OffsetCommit write? None if so, else the Kafka error code.
+
+        A consumer group (KIP-848) checks the member and its epoch instead
+        (`ConsumerGroups.check_commit`); ``api_version`` is the OffsetCommit's.
 
         Generation -1 (a standalone consumer or an admin tool) is accepted only while
         the group has no members; a member must name the current generation. During
@@ -698,6 +726,9 @@ class GroupCoordinator:
         if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            code = self.consumer.check_commit(group_id, member_id, generation_id, api_version)
+            return code or None
         if group is None:
             return None if generation_id < 0 else E.ILLEGAL_GENERATION
         if generation_id < 0 and group.state is GroupState.EMPTY:
@@ -738,6 +769,10 @@ class GroupCoordinator:
         if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            # Kafka checks a consumer group's transactional commits as its others.
+            code = self.consumer.check_commit(group_id, member_id, generation_id, 9)
+            return code or None
         empty = group is None or group.state is GroupState.EMPTY
         named = generation_id >= 0 or bool(member_id) or instance_id is not None
         if (generation_id < 0 and empty) or not named:
@@ -752,13 +787,16 @@ class GroupCoordinator:
     def has_active_members(self, group_id: str) -> bool:
         """True while Kafka consumers are members (resets and native commits wait)."""
         group = self._groups.get(group_id)
-        return group is not None and bool(group.members)
+        return (group is not None and bool(group.members)) or self.consumer.has_members(group_id)
 
     def require_no_active_members(self, group_id: str) -> None:
         """Raise `GroupHasActiveMembers` (a clear client-facing error) if members exist."""
         group = self._groups.get(group_id)
         if group is not None and group.members:
             raise GroupHasActiveMembers.for_group(group_id, len(group.members))
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None and cgroup.members:
+            raise GroupHasActiveMembers.for_group(group_id, len(cgroup.members))
 
     # -- offsets expiry (offsets_retention_ms) -----------------------------------------
 
@@ -768,6 +806,8 @@ class GroupCoordinator:
         not hold in memory counts as empty since ``unknown_ms`` (the broker's start: group
         states are not persisted, so a restart never makes old offsets expire sooner)."""
         group = self._groups.get(group_id)
+        if self.consumer.has_members(group_id):
+            return None
         if group is None:
             return unknown_ms
         if group.state is GroupState.EMPTY and not group.members and not group.pending_join:
@@ -783,8 +823,10 @@ class GroupCoordinator:
         knows is GROUP_ID_NOT_FOUND.
         """
         group = self._groups.get(group_id)
-        if group is not None and group.members:
+        if (group is not None and group.members) or self.consumer.has_members(group_id):
             return E.NON_EMPTY_GROUP
+        if group is None and group_id in self.consumer.groups:
+            return None
         if group is None and group_id not in set(self._committed_groups()):
             return E.GROUP_ID_NOT_FOUND
         return None
@@ -794,6 +836,7 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is not None and not group.members:
             del self._groups[group_id]
+        self.consumer.forget_if_empty(group_id)
 
     # -- admin views -----------------------------------------------------------------
 
@@ -802,17 +845,31 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) for every known group, Kafka's and native."""
+        return [(g, p, s) for g, p, s, _ in self.list_typed_groups()]
+
+    def list_typed_groups(self) -> list[tuple[str, str, str, str]]:
+        """`list_groups` with each group's type, ``classic`` or ``consumer`` (KIP-848)."""
         rows = {
-            group.group_id: (group.group_id, group.protocol_type or "", str(group.state))
+            group.group_id: (group.group_id, group.protocol_type or "", str(group.state), "classic")
             for group in self._groups.values()
         }
+        for cgroup in self.consumer.groups.values():
+            rows[cgroup.group_id] = (
+                cgroup.group_id,
+                CONSUMER_PROTOCOL_TYPE,
+                str(cgroup.state),
+                "consumer",
+            )
         for name in self._committed_groups():
-            rows.setdefault(name, (name, CONSUMER_PROTOCOL_TYPE, str(GroupState.EMPTY)))
+            rows.setdefault(name, (name, CONSUMER_PROTOCOL_TYPE, str(GroupState.EMPTY), "classic"))
         return [rows[name] for name in sorted(rows)]
 
     def describe(self, group_id: str) -> GroupDescription:
         """One group for DescribeGroups and the admin tools; Dead if nobody knows it."""
         group = self._groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            # Kafka's DescribeGroups knows classic groups only (ConsumerGroupDescribe).
+            return GroupDescription(group_id, str(GroupState.DEAD), "", "", 0)
         if group is None:
             if group_id in set(self._committed_groups()):
                 return GroupDescription(
@@ -852,7 +909,55 @@ class GroupCoordinator:
                     member.sync_waiter = None
             group.transition(GroupState.DEAD)
         self._groups.clear()
+        self.consumer.clear()
+        _cancel(self._consumer_timer)
+        self._consumer_timer = None
         self._flush()
+
+    # -- consumer groups (KIP-848) ---------------------------------------------------
+
+    def consumer_heartbeat(
+        self, request: HeartbeatRequest, topics: Mapping[str, int]
+    ) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat: the model's answer, timers kept in step.
+
+        A classic group with members keeps its id (GROUP_ID_NOT_FOUND, Kafka's answer
+        when it does not migrate the group); an empty one is dropped for the new group.
+        """
+        if self._not_here():
+            return HeartbeatResult(E.NOT_COORDINATOR)
+        classic = self._groups.get(request.group_id)
+        if classic is not None:
+            if classic.members or classic.pending_join:
+                return HeartbeatResult(
+                    E.GROUP_ID_NOT_FOUND, message=f"Group {request.group_id} is a classic group"
+                )
+            self.forget(request.group_id)
+        result = self.consumer.heartbeat(request, topics, self._now_ms())
+        self._arm_consumer_timer()
+        return result
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group of that id, for ConsumerGroupDescribe and DescribeGroups."""
+        return self.consumer.groups.get(group_id)
+
+    def _now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
+
+    def _arm_consumer_timer(self) -> None:
+        """One timer for every consumer group member's session and rebalance deadline."""
+        deadline = self.consumer.next_deadline_ms()
+        _cancel(self._consumer_timer)
+        self._consumer_timer = None
+        if deadline is not None:
+            delay = max(0, deadline - self._now_ms()) / 1000
+            self._consumer_timer = self.clock.callLater(delay, self._consumer_expired)
+
+    def _consumer_expired(self) -> None:
+        self._consumer_timer = None
+        for group_id, member_id in self.consumer.expire(self._now_ms()):
+            log.info("consumer group {g}: member {m} removed (timeout)", g=group_id, m=member_id)
+        self._arm_consumer_timer()
 
 
 def _always() -> bool:

@@ -218,6 +218,9 @@ class Broker:
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.group_consumer_assignors.split(","),
         )
         self.transactions = TransactionCoordinator(
             reactor,

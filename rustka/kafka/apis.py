@@ -24,6 +24,7 @@ from twisted.internet import defer
 from rustka.kafka import (
     acl_handlers,
     admin_handlers,
+    consumer_group_handlers,
     group_handlers,
     handlers,
     sasl_handlers,
@@ -68,6 +69,8 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
         ApiKey.DELETE_GROUPS: group_handlers.delete_groups,
         ApiKey.OFFSET_DELETE: group_handlers.offset_delete,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_handlers.consumer_group_heartbeat,
+        ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_handlers.consumer_group_describe,
         ApiKey.DESCRIBE_CLUSTER: admin_handlers.describe_cluster,
         ApiKey.ALTER_CONFIGS: handlers.alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: handlers.incremental_alter_configs,

@@ -24,9 +24,11 @@ from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 from rustka.broker.access import Gate
+from rustka.kafka import consumer_group_guards
 from rustka.kafka.context import Body, RequestContext
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.messages import ApiKey
+from rustka.kafka.topic_ids import names_by_id
 from rustka.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 __all__ = ["GUARDS", "Finish", "Guard", "unchanged"]
@@ -209,6 +211,8 @@ def _offset_delete(
 def _offset_fetch(
     ctx: RequestContext, gate: Gate, version: int, body: Body
 ) -> tuple[Body | None, Finish]:
+    if version >= 8:
+        return consumer_group_guards.offset_fetch_groups(gate, body)
     requested = body.get("topics")
     if not gate.allows(DESCRIBE, GROUP, body["group_id"]):
         if version >= 2:
@@ -290,8 +294,14 @@ def _metadata(
     may_create = None
     allowed: list[Body] = []
     denied: list[Body] = []
+    by_id = names_by_id(existing) if version >= 10 else {}
     for topic in requested:
         name = topic["name"]
+        if name is None:  # v12 by topic id (unknown ids: the handler's UNKNOWN_TOPIC_ID)
+            name = by_id.get(topic["topic_id"])
+            if name is None:
+                allowed.append(topic)
+                continue
         ok = gate.allows(DESCRIBE, TOPIC, name)
         if ok and name not in existing and body.get("allow_auto_topic_creation", True):
             # Auto-creation needs CREATE too, on the cluster or on the topic.
@@ -767,6 +777,8 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.SHARE_GROUP_DESCRIBE: _share_groups_describe,
         ApiKey.SHARE_FETCH: _share_read,
         ApiKey.SHARE_ACKNOWLEDGE: _share_read,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_guards.heartbeat,
+        ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_guards.describe,
     }
 )
 """API key -> its guard; `rustka.kafka.apis` refuses to start without one per handler."""

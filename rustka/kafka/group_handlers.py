@@ -99,6 +99,11 @@ def _elsewhere(ctx: RequestContext) -> bool:
 
 
 def join_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Body]:
+    if is_share_group(ctx, body["group_id"]):
+        # One group id, one type (docs/kafka.md, "Share groups (KIP-932)"), as Kafka's
+        # coordinator refuses a classic member of a share group.
+        refused = JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
+        return defer.succeed(_join_body(refused))
     request = JoinRequest(
         body["group_id"],
         body["member_id"],
@@ -114,6 +119,12 @@ def join_group(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[
     )
     d = ctx.broker.groups.join(request)
     return d.addCallback(_join_body)
+
+
+def is_share_group(ctx: RequestContext, group_id: str) -> bool:
+    """Whether ``group_id`` is a share group here (so not a classic or consumer one)."""
+    shares = ctx.broker.share_groups
+    return shares is not None and shares.is_share_group(group_id)
 
 
 def _join_body(r: JoinResult) -> Body:
@@ -201,6 +212,7 @@ def offset_commit(ctx: RequestContext, version: int, body: Body) -> defer.Deferr
         body.get("generation_id_or_member_epoch", -1),
         body.get("member_id", ""),
         body.get("group_instance_id") if version >= 7 else None,
+        api_version=version,
     )
     if fenced is not None:
         return defer.succeed(every_partition(fenced))
@@ -258,6 +270,8 @@ def _commit_body(topics: list[Body], code_of: Any) -> Body:
 
 
 def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
+    if version >= 8:  # several groups, KIP-848's member checks (v9)
+        return _offset_fetch_groups(ctx, version, body)
     group = body["group_id"]
     requested = body.get("topics")
     if not _valid_group(group):
@@ -315,6 +329,35 @@ def offset_fetch(ctx: RequestContext, version: int, body: Body) -> Body:
         ],
         "error_code": 0,
     }
+
+
+def _offset_fetch_groups(ctx: RequestContext, version: int, body: Body) -> Body:
+    """OffsetFetch v8+: each group answered as v7 answers one; v9 first checks a
+    consumer group's member and epoch (docs/kafka.md, "Consumer groups (KIP-848)")."""
+    consumer = ctx.broker.groups.consumer
+    answered = []
+    for group in body["groups"]:
+        group_id = group["group_id"]
+        if version >= 9 and group_id in consumer.groups and not _elsewhere(ctx):
+            code = consumer.check_fetch(
+                group_id, group.get("member_id"), group.get("member_epoch", -1)
+            )
+            if code:
+                answered.append({"group_id": group_id, "topics": [], "error_code": code})
+                continue
+        one = offset_fetch(
+            ctx,
+            7,
+            {
+                "group_id": group_id,
+                "topics": group["topics"],
+                "require_stable": body.get("require_stable", False),
+            },
+        )
+        answered.append(
+            {"group_id": group_id, "topics": one["topics"], "error_code": one["error_code"]}
+        )
+    return {"throttle_time_ms": 0, "groups": answered}
 
 
 # -- DeleteGroups (42) / OffsetDelete (47) --------------------------------------
@@ -395,15 +438,32 @@ def list_groups(ctx: RequestContext, version: int, body: Body) -> Body:
     # v4's states_filter, matched without regard to case as Kafka's coordinator does;
     # an empty filter (and every older version) lists every state.
     wanted = {state.lower() for state in body.get("states_filter") or ()}
+    # v5's types_filter ("classic", "consumer"), also without regard to case.
+    types = {kind.lower() for kind in body.get("types_filter") or ()}
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "groups": [
-            {"group_id": group, "protocol_type": protocol_type, "group_state": state}
-            for group, protocol_type, state in ctx.broker.groups.list_groups()
-            if not wanted or state.lower() in wanted
+            {
+                "group_id": group,
+                "protocol_type": protocol_type,
+                "group_state": state,
+                "group_type": kind,
+            }
+            for group, protocol_type, state, kind in _typed_groups(ctx)
+            if (not wanted or state.lower() in wanted) and (not types or kind in types)
         ],
     }
+
+
+def _typed_groups(ctx: RequestContext) -> list[tuple[str, str, str, str]]:
+    """Every group with its protocol type, state and type: the coordinator's classic
+    and consumer groups, then the share groups ("Share groups (KIP-932)")."""
+    groups = list(ctx.broker.groups.list_typed_groups())
+    shares = ctx.broker.share_groups
+    if shares is not None:
+        groups += [(g, "share", state, "share") for g, state in shares.list_groups()]
+    return groups
 
 
 def describe_groups(ctx: RequestContext, version: int, body: Body) -> Body:

@@ -29,7 +29,7 @@ from rustka.kafka import txn_handlers
 from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
-from rustka.kafka.topic_ids import topic_id, topic_names
+from rustka.kafka.topic_ids import names_by_id, topic_id
 from rustka.record import legacy
 from rustka.record.header import (
     ATTRIBUTES_LOW_AT,
@@ -104,15 +104,21 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
     broker = ctx.broker
     requested = body.get("topics")
     names: list[str] | None
+    unknown_ids: list[bytes] = []
     if requested is None or (version == 0 and not requested):
         names = None
     else:
-        # v10+ may name a topic by id alone (rustka.kafka.topic_ids).
-        by_id = topic_names(
-            [t["topic_id"] for t in requested if t.get("name") is None],
-            [t.name for t in broker.topics_snapshot()],
-        )
-        names = [t["name"] or by_id.get(t["topic_id"], "") for t in requested]
+        # v12 names a topic by its id alone (docs/kafka.md, "Consumer groups (KIP-848)").
+        names = [t["name"] for t in requested if t.get("name") is not None]
+        if len(names) < len(requested):
+            by_id = names_by_id(broker.topics)
+            for t in requested:
+                if t.get("name") is None:
+                    known = by_id.get(t["topic_id"])
+                    if known is None:
+                        unknown_ids.append(t["topic_id"])
+                    else:
+                        names.append(known)
     allow_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
     host, port = advertised_address(ctx)
     cluster = ClusterMap.of(broker, host, port)
@@ -141,6 +147,11 @@ def metadata(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bo
                 topics.append({"error_code": code, "name": name, "partitions": []})
             else:
                 topics.append(_topic_metadata(name, found))
+        if names is not None:
+            topics += [
+                {"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid, "partitions": []}
+                for tid in unknown_ids
+            ]
         return {
             "throttle_time_ms": 0,
             "brokers": cluster.brokers(),

@@ -565,7 +565,11 @@ class Mirror:
         listed = await self.src.request(_LIST_GROUPS, {})
         for group in listed.get("groups", []):
             gid = group["group_id"]
-            fetched = await self.src.request(_OFFSET_FETCH, {"group_id": gid, "topics": None})
+            # One group per request: OffsetFetch v8+ batches groups in another shape.
+            version = min(self.src.version_for(_OFFSET_FETCH), 7)
+            fetched = await self.src.request(
+                _OFFSET_FETCH, {"group_id": gid, "topics": None}, version
+            )
             commits: dict[str, list[dict[str, Any]]] = {}
             for t in fetched.get("topics", []):
                 for p in t["partitions"]:

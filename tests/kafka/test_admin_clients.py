@@ -234,7 +234,13 @@ async def test_list_groups_filters_by_state(broker: RunningBroker) -> None:
     assert seen["both"] == seen["all"] == {"g-stable": "STABLE", "g-empty": "EMPTY"}
     assert seen["dead"] == {}
     assert seen["kp"] == [
-        {"group_id": "g-stable", "protocol_type": "consumer", "group_state": "Stable"}
+        # ListGroups v5 (KIP-848) adds the group's type.
+        {
+            "group_id": "g-stable",
+            "protocol_type": "consumer",
+            "group_state": "Stable",
+            "group_type": "classic",
+        }
     ]
 
 

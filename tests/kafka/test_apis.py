@@ -30,6 +30,7 @@ def test_every_declared_api_has_a_handler_and_every_handler_a_declaration() -> N
             "rustka.kafka.sasl_handlers",
             "rustka.kafka.txn_handlers",
             "rustka.kafka.share_group_handlers",
+            "rustka.kafka.consumer_group_handlers",
         )
         assert handler.__module__ in modules, key
 

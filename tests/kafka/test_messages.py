@@ -96,9 +96,9 @@ EXPECTED_TABLE = {
     14: ("SyncGroup", 0, 3, 4),
     12: ("Heartbeat", 0, 3, 4),
     13: ("LeaveGroup", 0, 3, 4),
-    8: ("OffsetCommit", 0, 7, 8),
-    9: ("OffsetFetch", 0, 7, 6),
-    16: ("ListGroups", 0, 4, 3),
+    8: ("OffsetCommit", 0, 9, 8),
+    9: ("OffsetFetch", 0, 9, 6),
+    16: ("ListGroups", 0, 5, 3),
     15: ("DescribeGroups", 0, 4, 5),
     # Admin APIs (docs/kafka.md, "APIs and versions").
     37: ("CreatePartitions", 0, 1, 2),
@@ -121,6 +121,9 @@ EXPECTED_TABLE = {
     77: ("ShareGroupDescribe", 1, 1, 0),
     78: ("ShareFetch", 1, 1, 0),
     79: ("ShareAcknowledge", 1, 1, 0),
+    # Consumer groups (KIP-848) (docs/kafka.md, "Consumer groups (KIP-848)").
+    68: ("ConsumerGroupHeartbeat", 0, 1, 0),
+    69: ("ConsumerGroupDescribe", 0, 0, 0),
 }
 
 
@@ -140,6 +143,19 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         if is_flexible(k, v)
     }
     assert flexible == {
+        # Metadata v9-12, OffsetCommit v8-9, OffsetFetch v8-9, ListGroups v5, KIP-848's.
+        (3, 9),
+        (3, 10),
+        (3, 11),
+        (3, 12),
+        (8, 8),
+        (8, 9),
+        (9, 8),
+        (9, 9),
+        (16, 5),
+        (68, 0),
+        (68, 1),
+        (69, 0),
         (18, 3),
         (18, 4),
         (16, 3),
@@ -622,6 +638,23 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
                      {"first_offset": 2, "last_offset": 2, "acknowledge_types": [3]}]}]}]},
      "0267 026d 00000001 02 " + U + " 02 00000000 02 0000000000000002 0000000000000002"
      " 02 03 00 00 00 00"),
+    # KIP-848 boundaries (OffsetCommit/OffsetFetch v8-9, ListGroups v5,
+    # ConsumerGroupHeartbeat/Describe), proven against librdkafka talking to the broker
+    # (tests/kafka/test_consumer_protocol_clients.py).
+    (8, 9, {'group_id': 't', 'generation_id_or_member_epoch': 1, 'member_id': 't', 'group_instance_id': 't', 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'committed_offset': 1, 'committed_leader_epoch': 1, 'committed_metadata': 't'}]}]},  # noqa: E501
+     '0274000000010274027402027402000000010000000000000001000000010274000000'),
+    (9, 8, {'groups': [{'group_id': 't', 'topics': [{'name': 't', 'partition_indexes': [1]}]}], 'require_stable': True},  # noqa: E501
+     '020274020274020000000100000100'),
+    (9, 9, {'groups': [{'group_id': 't', 'member_id': 't', 'member_epoch': 1, 'topics': [{'name': 't', 'partition_indexes': [1]}]}], 'require_stable': True},  # noqa: E501
+     '020274027400000001020274020000000100000100'),
+    (16, 5, {'states_filter': ['t'], 'types_filter': ['t']},
+     '02027402027400'),
+    (68, 0, {'group_id': 't', 'member_id': 't', 'member_epoch': 1, 'instance_id': 't', 'rack_id': 't', 'rebalance_timeout_ms': 1, 'subscribed_topic_names': ['t'], 'server_assignor': 't', 'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]},  # noqa: E501
+     '0274027400000001027402740000000102027402740200112233445566778899aabbccddeeff02000000010000'),
+    (68, 1, {'group_id': 't', 'member_id': 't', 'member_epoch': 1, 'instance_id': 't', 'rack_id': 't', 'rebalance_timeout_ms': 1, 'subscribed_topic_names': ['t'], 'subscribed_topic_regex': 't', 'server_assignor': 't', 'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]},  # noqa: E501
+     '02740274000000010274027400000001020274027402740200112233445566778899aabbccddeeff02000000010000'),
+    (69, 0, {'group_ids': ['t'], 'include_authorized_operations': True},
+     '0202740100'),
 ]
 
 # fmt: on
@@ -1046,6 +1079,27 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
              "node_endpoints": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}]},
      "00000000 0000 00 02 " + U + " 02 00000000 0079 00 00000001 00000000 00 00 00"
      " 02 00000001 0268 00002384 00 00 00"),
+    # KIP-848 boundaries (OffsetCommit/OffsetFetch v8-9, ListGroups v5,
+    # ConsumerGroupHeartbeat/Describe), proven against librdkafka talking to the broker
+    # (tests/kafka/test_consumer_protocol_clients.py).
+    (8, 9, {'throttle_time_ms': 1, 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'error_code': 1}]}]},  # noqa: E501
+     '0000000102027402000000010001000000'),
+    (9, 8, {'throttle_time_ms': 1, 'groups': [{'group_id': 't', 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'committed_offset': 1, 'committed_leader_epoch': 1, 'metadata': 't', 'error_code': 1}]}], 'error_code': 1}]},  # noqa: E501
+     '00000001020274020274020000000100000000000000010000000102740001000000010000'),
+    (9, 9, {'throttle_time_ms': 1, 'groups': [{'group_id': 't', 'topics': [{'name': 't', 'partitions': [{'partition_index': 1, 'committed_offset': 1, 'committed_leader_epoch': 1, 'metadata': 't', 'error_code': 1}]}], 'error_code': 1}]},  # noqa: E501
+     '00000001020274020274020000000100000000000000010000000102740001000000010000'),
+    (16, 5, {'throttle_time_ms': 1, 'error_code': 1, 'groups': [{'group_id': 't', 'protocol_type': 't', 'group_state': 't', 'group_type': 't'}]},  # noqa: E501
+     '0000000100010202740274027402740000'),
+    (69, 0, {'throttle_time_ms': 1, 'groups': [{'error_code': 1, 'error_message': 't', 'group_id': 't', 'group_state': 't', 'group_epoch': 1, 'assignment_epoch': 1, 'assignor_name': 't', 'members': [{'member_id': 't', 'instance_id': 't', 'rack_id': 't', 'member_epoch': 1, 'client_id': 't', 'client_host': 't', 'subscribed_topic_names': ['t'], 'subscribed_topic_regex': 't', 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}, 'target_assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}}], 'authorized_operations': 1}]},  # noqa: E501
+     '000000010200010274027402740000000100000001027402027402740274000000010274027402027402740200112233445566778899aabbccddeeff0274020000000100000200112233445566778899aabbccddeeff02740200000001000000000000010000'),
+    (68, 0, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]}},  # noqa: E501
+     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000000'),
+    (68, 1, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]}},  # noqa: E501
+     '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000000'),
+    # A null Assignment (unchanged since the last answer): int8 -1, then the body tags.
+    (68, 1, {"error_code": 0, "member_id": None, "member_epoch": 3,
+             "heartbeat_interval_ms": 5000, "assignment": None},
+     "00000000 0000 00 00 00000003 00001388 ff 00"),
 ]
 
 # fmt: on

@@ -143,10 +143,10 @@ def test_every_advertised_request_and_only_its_whole_frame_decides_for_kafka() -
 
 def test_a_kafka_request_rustka_does_not_serve_goes_to_kafka_to_be_closed() -> None:
     """A whole Kafka header of an API or version rustka does not serve is a Kafka
-    client's (a newer client opening with a SaslHandshake v2 or a Fetch v17): the
+    client's (a newer client opening with a SaslHandshake v2 a Fetch v17 or a Metadata v13): the
     Kafka front-end closes it, as Kafka does, instead of the native protocol
     answering with an Error frame the client would misread."""
-    unserved = [(1, 17), (17, 2), (36, 3), (3, 12), (127, 31)]
+    unserved = [(1, 17), (17, 2), (36, 3), (3, 13), (127, 31)]
     assert not any(k in messages.APIS and messages.APIS[k].supports(v) for k, v in unserved)
     for key, version in unserved:
         request = _h(key, version) + b"\x00\x05PLAIN"

@@ -58,6 +58,7 @@ api(
 METADATA_REQUEST = msg(
     "MetadataRequest",
     # v0: an empty array means all topics; v1+: null means all, empty means none.
+    # v10+ carries a topic id; v12 looks a topic up by it (its name then null).
     F(
         "topics",
         [F("topic_id", UUID, "10+"), F("name", STRING, nullable="10+")],
@@ -107,7 +108,7 @@ METADATA_RESPONSE = msg(
     F("cluster_authorized_operations", INT32, "8-10", default=INT32_MIN),
 )
 
-# v10+ name topics by id too (rustka.kafka.topic_ids), which the share consumer needs.
+# v10+ name topics by id too (rustka.kafka.topic_ids), which KIP-848 and KIP-932 need.
 api(ApiKey.METADATA, "Metadata", (0, 12), 9, METADATA_REQUEST, METADATA_RESPONSE)
 
 # --- CreateTopics (19) -----------------------------------------------------------------

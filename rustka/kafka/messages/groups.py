@@ -6,7 +6,7 @@ in `APIS`; rustka/kafka/messages/__init__.py says how to read them.
 
 from __future__ import annotations
 
-from rustka.kafka.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Array
+from rustka.kafka.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, UUID, Array
 
 from .registry import INT32_MIN, ApiKey, F, api, msg
 
@@ -182,7 +182,7 @@ OFFSET_COMMIT_RESPONSE = msg(
 api(
     ApiKey.OFFSET_COMMIT,
     "OffsetCommit",
-    (0, 7),
+    (0, 9),
     8,
     OFFSET_COMMIT_REQUEST,
     OFFSET_COMMIT_RESPONSE,
@@ -192,16 +192,40 @@ api(
 
 OFFSET_FETCH_REQUEST = msg(
     "OffsetFetchRequest",
-    F("group_id", STRING),
+    F("group_id", STRING, "0-7"),
     # v2+: null means every topic the group has offsets for.
     F(
         "topics",
         [F("name", STRING), F("partition_indexes", Array(INT32))],
-        nullable="2+",
+        "0-7",
+        nullable="2-7",
+    ),
+    # v8+: several groups at once; v9 names the consumer protocol's member and epoch.
+    F(
+        "groups",
+        [
+            F("group_id", STRING),
+            F("member_id", STRING, "9+", nullable="9+"),
+            F("member_epoch", INT32, "9+", default=-1),
+            F(
+                "topics",
+                [F("name", STRING), F("partition_indexes", Array(INT32))],
+                nullable="8+",
+            ),
+        ],
+        "8+",
     ),
     # v7: answer UNSTABLE_OFFSET_COMMIT where a transaction has an offset staged.
     F("require_stable", BOOL, "7+"),
 )
+
+_OFFSET_FETCH_PARTITIONS_V8 = [
+    F("partition_index", INT32),
+    F("committed_offset", INT64),
+    F("committed_leader_epoch", INT32, default=-1),
+    F("metadata", STRING, nullable="8+"),
+    F("error_code", INT16),
+]
 
 OFFSET_FETCH_RESPONSE = msg(
     "OffsetFetchResponse",
@@ -221,14 +245,24 @@ OFFSET_FETCH_RESPONSE = msg(
                 ],
             ),
         ],
+        "0-7",
     ),
-    F("error_code", INT16, "2+"),
+    F("error_code", INT16, "2-7"),
+    F(
+        "groups",
+        [
+            F("group_id", STRING),
+            F("topics", [F("name", STRING), F("partitions", _OFFSET_FETCH_PARTITIONS_V8)]),
+            F("error_code", INT16),
+        ],
+        "8+",
+    ),
 )
 
 api(
     ApiKey.OFFSET_FETCH,
     "OffsetFetch",
-    (0, 7),
+    (0, 9),
     6,
     OFFSET_FETCH_REQUEST,
     OFFSET_FETCH_RESPONSE,
@@ -240,6 +274,8 @@ LIST_GROUPS_REQUEST = msg(
     "ListGroupsRequest",
     # v4: only groups in one of these states (empty: every state).
     F("states_filter", Array(STRING), "4+"),
+    # v5: only groups of these types ("classic", "consumer"; empty: every type).
+    F("types_filter", Array(STRING), "5+"),
 )
 
 LIST_GROUPS_RESPONSE = msg(
@@ -248,12 +284,17 @@ LIST_GROUPS_RESPONSE = msg(
     F("error_code", INT16),
     F(
         "groups",
-        [F("group_id", STRING), F("protocol_type", STRING), F("group_state", STRING, "4+")],
+        [
+            F("group_id", STRING),
+            F("protocol_type", STRING),
+            F("group_state", STRING, "4+"),
+            F("group_type", STRING, "5+"),
+        ],
     ),
 )
 
 # v3-4 are flexible (docs/kafka.md, "APIs and versions"); v4 filters by state.
-api(ApiKey.LIST_GROUPS, "ListGroups", (0, 4), 3, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE)
+api(ApiKey.LIST_GROUPS, "ListGroups", (0, 5), 3, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE)
 
 # --- DescribeGroups (15) ---------------------------------------------------------------
 
@@ -345,4 +386,100 @@ api(
     None,
     OFFSET_DELETE_REQUEST,
     OFFSET_DELETE_RESPONSE,
+)
+
+# --- ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69): KIP-848 -------------------
+# docs/kafka.md, "Consumer groups (KIP-848)". v1 of the heartbeat adds the regex.
+
+_TOPIC_PARTITIONS = [F("topic_id", UUID), F("partitions", Array(INT32))]
+
+CONSUMER_GROUP_HEARTBEAT_REQUEST = msg(
+    "ConsumerGroupHeartbeatRequest",
+    F("group_id", STRING),
+    F("member_id", STRING),
+    F("member_epoch", INT32),
+    F("instance_id", STRING, nullable="0+"),
+    F("rack_id", STRING, nullable="0+"),
+    F("rebalance_timeout_ms", INT32, default=-1),
+    F("subscribed_topic_names", Array(STRING), nullable="0+"),
+    F("subscribed_topic_regex", STRING, "1+", nullable="1+"),
+    F("server_assignor", STRING, nullable="0+"),
+    F("topic_partitions", _TOPIC_PARTITIONS, nullable="0+"),
+)
+
+CONSUMER_GROUP_HEARTBEAT_RESPONSE = msg(
+    "ConsumerGroupHeartbeatResponse",
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("member_id", STRING, nullable="0+"),
+    F("member_epoch", INT32),
+    F("heartbeat_interval_ms", INT32),
+    # null unless the request was a full one or the assignment changed (as Kafka).
+    F("assignment", msg("Assignment", F("topic_partitions", _TOPIC_PARTITIONS)), nullable="0+"),
+)
+
+api(
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    "ConsumerGroupHeartbeat",
+    (0, 1),
+    0,
+    CONSUMER_GROUP_HEARTBEAT_REQUEST,
+    CONSUMER_GROUP_HEARTBEAT_RESPONSE,
+)
+
+_DESCRIBED_ASSIGNMENT = msg(
+    "Assignment",
+    F(
+        "topic_partitions",
+        [F("topic_id", UUID), F("topic_name", STRING), F("partitions", Array(INT32))],
+    ),
+)
+
+CONSUMER_GROUP_DESCRIBE_REQUEST = msg(
+    "ConsumerGroupDescribeRequest",
+    F("group_ids", Array(STRING)),
+    F("include_authorized_operations", BOOL),
+)
+
+CONSUMER_GROUP_DESCRIBE_RESPONSE = msg(
+    "ConsumerGroupDescribeResponse",
+    F("throttle_time_ms", INT32),
+    F(
+        "groups",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("group_id", STRING),
+            F("group_state", STRING),
+            F("group_epoch", INT32),
+            F("assignment_epoch", INT32),
+            F("assignor_name", STRING),
+            F(
+                "members",
+                [
+                    F("member_id", STRING),
+                    F("instance_id", STRING, nullable="0+"),
+                    F("rack_id", STRING, nullable="0+"),
+                    F("member_epoch", INT32),
+                    F("client_id", STRING),
+                    F("client_host", STRING),
+                    F("subscribed_topic_names", Array(STRING)),
+                    F("subscribed_topic_regex", STRING, nullable="0+"),
+                    F("assignment", _DESCRIBED_ASSIGNMENT),
+                    F("target_assignment", _DESCRIBED_ASSIGNMENT),
+                ],
+            ),
+            F("authorized_operations", INT32, default=INT32_MIN),
+        ],
+    ),
+)
+
+api(
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    "ConsumerGroupDescribe",
+    (0, 0),
+    0,
+    CONSUMER_GROUP_DESCRIBE_REQUEST,
+    CONSUMER_GROUP_DESCRIBE_RESPONSE,
 )

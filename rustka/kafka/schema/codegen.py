@@ -204,7 +204,20 @@ class _Codegen:
         if isinstance(t, Var):
             return [f"{var}, pos = {_READERS[t.name, flex]}(buf, pos, {nullable})"]
         if isinstance(t, Struct):
-            return [f"{var}, pos = {self.decoder(t, v, flex)}(buf, pos)"]
+            read = [f"{var}, pos = {self.decoder(t, v, flex)}(buf, pos)"]
+            if not nullable:
+                return read
+            # A nullable struct (KIP-848's Assignment): int8 -1 for null, 1 before it.
+            return [
+                "if pos >= len(buf):",
+                "    raise _Err('nullable struct marker overruns the buffer')",
+                "if buf[pos] == 0xFF:",
+                f"    {var} = None",
+                "    pos += 1",
+                "else:",
+                "    pos += 1",
+                *_indent(read, "    "),
+            ]
         item = t.item
         minsize = max(1, self.min_size(item, v, flex))
         lines = [
@@ -303,7 +316,16 @@ class _Codegen:
                 return [f"{fn}(w, parts, {expr}, {nullable}, {label!r}, {flex})"]
             return [f"{fn}(w, {expr}, {nullable}, {label!r})"]
         if isinstance(t, Struct):
-            return [f"{self.encoder(t, v, flex)}(w, parts, {expr})"]
+            write = f"{self.encoder(t, v, flex)}(w, parts, {expr})"
+            if not nullable:
+                return [write]
+            return [
+                f"if {expr} is None:",
+                "    w.append(0xFF)",
+                "else:",
+                "    w.append(1)",
+                f"    {write}",
+            ]
         lines = [f"x = {expr}", "if x is None:"]
         if nullable:
             lines.append("    w.append(0)" if flex else "    w += _NULL32")

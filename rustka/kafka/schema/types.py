@@ -136,8 +136,8 @@ class Field:
         self.type: Fixed | Var | Array | Struct = type_
         self.range: tuple[int, int] = rng
         self.null_range = parse_versions(nullable) if nullable is not None else None
-        if self.null_range is not None and isinstance(type_, Fixed | Struct):
-            raise ValueError(f"field {name!r}: only strings, bytes and arrays can be null")
+        if self.null_range is not None and isinstance(type_, Fixed):
+            raise ValueError(f"field {name!r}: only strings, bytes, arrays and structs can be null")
         self.default = default
         self.tag = tag
         if tag is None:
