@@ -275,3 +275,13 @@ def test_a_replaced_static_member_is_fenced_by_its_instance_id() -> None:
     zombie = beat(groups, old.member_id, 1, instance_id="i")
     assert zombie.error == Err.FENCED_INSTANCE_ID
     assert beat(groups, new.member_id, new.member_epoch, instance_id="i").error == 0
+
+
+def test_off_the_coordinator_broker_heartbeats_are_not_coordinator() -> None:
+    _, gc = _coordinator()
+    a = _cjoin(gc)
+    gc.coordinating = lambda: False  # another broker of the cluster holds the role
+    assert _cjoin(gc).error == Err.NOT_COORDINATOR
+    beat_elsewhere = gc.consumer_heartbeat(HeartbeatRequest("g", a.member_id, 1), TOPICS)
+    assert beat_elsewhere.error == Err.NOT_COORDINATOR
+    assert gc.check_commit("g", 1, a.member_id, api_version=9) == Err.NOT_COORDINATOR
