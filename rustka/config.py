@@ -282,7 +282,7 @@ class Config:
         _GROUPS,
         choices=("latest", "earliest"),
     )
-    share_record_lock_duration_ms: int = setting(
+    group_share_record_lock_duration_ms: int = setting(
         Kind.DURATION,
         30_000,
         "How long a share-group member holds the records it acquired before they are "
@@ -291,7 +291,7 @@ class Config:
         minimum=100,
         maximum=3_600_000,
     )
-    share_delivery_count_limit: int = setting(
+    group_share_delivery_count_limit: int = setting(
         Kind.INT,
         5,
         "Deliveries of a record to a share group after which it is archived instead of "
@@ -300,7 +300,7 @@ class Config:
         minimum=1,
         maximum=100,
     )
-    share_session_timeout_ms: int = setting(
+    group_share_session_timeout_ms: int = setting(
         Kind.DURATION,
         45_000,
         "How long a share-group member may go without a heartbeat before it is removed "
@@ -308,7 +308,7 @@ class Config:
         _GROUPS,
         minimum=1,
     )
-    share_heartbeat_interval_ms: int = setting(
+    group_share_heartbeat_interval_ms: int = setting(
         Kind.DURATION,
         5_000,
         "How often share-group members are told to heartbeat (Kafka's "

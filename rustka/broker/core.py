@@ -298,10 +298,10 @@ class Broker:
             self.share_state = state_log
             config = self.config
             settings = ShareSettings(
-                session_timeout_ms=config.share_session_timeout_ms,
-                heartbeat_interval_ms=config.share_heartbeat_interval_ms,
-                lock_duration_ms=config.share_record_lock_duration_ms,
-                delivery_count_limit=config.share_delivery_count_limit,
+                session_timeout_ms=config.group_share_session_timeout_ms,
+                heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                lock_duration_ms=config.group_share_record_lock_duration_ms,
+                delivery_count_limit=config.group_share_delivery_count_limit,
                 auto_offset_reset=config.share_auto_offset_reset,
             )
             self.share_groups = ShareGroupCoordinator(

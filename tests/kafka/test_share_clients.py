@@ -30,10 +30,10 @@ LOCK_MS = 3000
 DELIVERY_LIMIT = 3
 SETTINGS = f"""
 share_auto_offset_reset = "earliest"
-share_record_lock_duration_ms = {LOCK_MS}
-share_delivery_count_limit = {DELIVERY_LIMIT}
-share_session_timeout_ms = 6000
-share_heartbeat_interval_ms = 500
+group_share_record_lock_duration_ms = {LOCK_MS}
+group_share_delivery_count_limit = {DELIVERY_LIMIT}
+group_share_session_timeout_ms = 6000
+group_share_heartbeat_interval_ms = 500
 """
 
 Delivery = tuple[int, str, int]

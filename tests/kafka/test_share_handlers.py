@@ -218,3 +218,55 @@ async def test_unknown_topic_ids_are_answered_per_partition(
     answer = await call(client, FETCH, body)
     assert answer["error_code"] == 0
     assert answer["responses"][0]["partitions"][0]["error_code"] == 100
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_share_groups_id_is_refused_to_the_other_protocols_and_listed_as_share(
+    kafka: tuple[RunningBroker, Any],
+) -> None:
+    """One group id, one type: a JoinGroup for a share group's id is
+    INCONSISTENT_GROUP_PROTOCOL and a ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND, as
+    Kafka's coordinator answers; ListGroups v5 gives it type "share"."""
+    _, client = kafka
+    joined = await call(
+        client,
+        HEARTBEAT,
+        {
+            "group_id": GROUP,
+            "member_id": "m1",
+            "member_epoch": 0,
+            "rack_id": None,
+            "subscribed_topic_names": [TOPIC],
+        },
+    )
+    assert joined["error_code"] == 0
+    join = {
+        "group_id": GROUP,
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
+    refused = await call(client, 11, join, 5)
+    assert refused["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL
+    heartbeat = {
+        "group_id": GROUP,
+        "member_id": "c1",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 10_000,
+        "subscribed_topic_names": [TOPIC],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
+    consumer = await call(client, 68, heartbeat, 1)
+    assert consumer["error_code"] == 69  # GROUP_ID_NOT_FOUND
+    assert "not a consumer group" in consumer["error_message"]
+    listed = await call(client, 16, {"states_filter": [], "types_filter": ["share"]}, 5)
+    assert [(g["group_id"], g["group_type"], g["protocol_type"]) for g in listed["groups"]] == [
+        (GROUP, "share", "share")
+    ]

@@ -51,12 +51,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _kafka_groups(args: argparse.Namespace, group: str | None) -> Any:
-    """Kafka's view through the same address: ListGroups names, or one DescribeGroups entry.
+    """Kafka's view through the same address: every group with its type and state
+    (ListGroups), or one group (ConsumerGroupDescribe for a consumer-protocol group,
+    else DescribeGroups), its description tagged with ``type``.
 
     Members, state and assignments live in the group coordinator, which answers
-    them through Kafka's group APIs (docs/kafka.md, "Consumer groups"); lag comes
-    from the native DescribeGroup. None when the address does not speak Kafka
-    (``kafka_enabled = false``): the native view is then all there is.
+    them through Kafka's group APIs (docs/kafka.md, "Consumer groups", "Consumer
+    groups (KIP-848)"); lag comes from the native DescribeGroup. None when the
+    address does not speak Kafka (``kafka_enabled = false``): the native view is then
+    all there is.
     """
     from twisted.internet import defer, reactor
     from twisted.internet.endpoints import connectProtocol
@@ -74,15 +77,98 @@ async def _kafka_groups(args: argparse.Namespace, group: str | None) -> Any:
         await bounded(defer.ensureDeferred(proto.negotiate()))
         if group is None:
             listed = await bounded(proto.request(16, {}))
-            return [g["group_id"] for g in listed["groups"]]
+            return {
+                g["group_id"]: (g.get("group_type") or "classic", g.get("group_state", ""))
+                for g in listed["groups"]
+            }
+        body = {"group_ids": [group], "include_authorized_operations": False}
+        consumer = (await bounded(proto.request(_CONSUMER_GROUP_DESCRIBE, body)))["groups"][0]
+        if consumer["error_code"] == 0:
+            return {**consumer, "type": "consumer"}
         body = {"groups": [group], "include_authorized_operations": False}
         described = await bounded(proto.request(15, body))
-        return described["groups"][0]
+        return {**described["groups"][0], "type": "classic"}
     except (RustkaError, ConnectError, OSError, defer.TimeoutError):
         return None
     finally:
         if proto.transport is not None:
             proto.transport.loseConnection()
+
+
+_CONSUMER_GROUP_DESCRIBE = 69
+
+
+def _consumer_group(desc: Any, kafka: dict[str, Any], group: str) -> dict[str, Any]:
+    """A consumer-protocol group (KIP-848) for ``groups describe``: its epochs, each
+    member's epoch, assignment and target assignment, beside the lag."""
+
+    def partitions(assignment: Any) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for tp in (assignment or {}).get("topic_partitions", ()):
+            out.setdefault(tp["topic_name"], []).extend(sorted(tp["partitions"]))
+        return out
+
+    members = [
+        {
+            "member_id": m["member_id"],
+            "instance_id": m.get("instance_id"),
+            "member_epoch": m["member_epoch"],
+            "client_id": m["client_id"],
+            "client_host": m["client_host"],
+            "subscribed_topics": list(m.get("subscribed_topic_names") or ()),
+            "subscribed_regex": m.get("subscribed_topic_regex"),
+            "assignment": partitions(m.get("assignment")),
+            "target_assignment": partitions(m.get("target_assignment")),
+        }
+        for m in kafka["members"]
+    ]
+    return {
+        "group": group,
+        "type": "consumer",
+        "state": kafka["group_state"],
+        "group_epoch": kafka["group_epoch"],
+        "assignment_epoch": kafka["assignment_epoch"],
+        "assignor": kafka["assignor_name"],
+        "members": members,
+        "offsets": _offset_rows(desc),
+    }
+
+
+def _consumer_table(data: dict[str, Any]) -> str:
+    lines = [
+        f"consumer group {data['group']}: state {data['state']}, epoch {data['group_epoch']} "
+        f"(assignment {data['assignment_epoch']}), assignor {data['assignor']}, "
+        f"{len(data['members'])} member(s)"
+    ]
+    if data["members"]:
+        lines.append("MEMBER-ID\tEPOCH\tCLIENT-ID\tHOST\tASSIGNMENT\tTARGET")
+        for m in data["members"]:
+            lines.append(
+                f"{m['member_id']}\t{m['member_epoch']}\t{m['client_id']}\t{m['client_host']}\t"
+                f"{_partitions_text(m['assignment'])}\t{_partitions_text(m['target_assignment'])}"
+            )
+    lines.append("")
+    lines.append("TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
+    for d in data["offsets"]:
+        lines.append(f"{d['topic']}\t{d['partition']}\t{d['committed']}\t{d['end']}\t{d['lag']}")
+    return "\n".join(lines) + "\n"
+
+
+def _partitions_text(assignment: dict[str, list[int]]) -> str:
+    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in sorted(assignment.items())) or "-"
+
+
+def _offset_rows(desc: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": e.topic,
+            "partition": e.partition,
+            "committed": e.committed,
+            "end": e.high_watermark,
+            "lag": max(0, e.high_watermark - max(e.committed, e.log_start)),
+        }
+        for e in desc
+    ]
 
 
 def _describe_group(desc: Any, kafka: Any, group: str) -> dict[str, Any]:
@@ -102,19 +188,11 @@ def _describe_group(desc: Any, kafka: Any, group: str) -> dict[str, Any]:
         for topic, partitions in assignment.items():
             for partition in partitions:
                 owner[(topic, partition)] = member
-    offsets = []
-    for e in desc:
-        row = {
-            "topic": e.topic,
-            "partition": e.partition,
-            "committed": e.committed,
-            "end": e.high_watermark,
-            "lag": max(0, e.high_watermark - max(e.committed, e.log_start)),
-        }
-        offsets.append(row)
+    offsets = _offset_rows(desc)
     state = kafka["group_state"] if kafka else ("Empty" if offsets else "Dead")
     return {
         "group": group,
+        "type": "classic",
         "state": state,
         "protocol_type": (kafka or {}).get("protocol_type", ""),
         "protocol": (kafka or {}).get("protocol_data", ""),
@@ -226,9 +304,20 @@ async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     client = await connect(args)
     try:
         if args.action == "list":
-            native = await client.list_groups()
-            groups = sorted(set(native) | set(await _kafka_groups(args, None) or ()))
-            emit(out, args, groups, lambda: "".join(f"{g}\n" for g in groups))
+            listed = await _kafka_groups(args, None) or {}
+            # Groups with offsets only (the native protocol's) are classic and Empty.
+            for name in await client.list_groups():
+                listed.setdefault(name, ("classic", "Empty"))
+            groups = [
+                {"group": name, "type": kind, "state": state}
+                for name, (kind, state) in sorted(listed.items())
+            ]
+            emit(
+                out,
+                args,
+                groups,
+                lambda: "".join(f"{g['group']}\t{g['type']}\t{g['state']}\n" for g in groups),
+            )
         elif args.action == "describe":
             share = await client.describe_share_group(args.group)
             if share.state != "Dead":
@@ -236,7 +325,12 @@ async def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
                 emit(out, args, shared, lambda: _share_table(shared))
                 return EXIT_OK
             desc = await client.describe_group(args.group)
-            data = _describe_group(desc, await _kafka_groups(args, args.group), args.group)
+            kafka = await _kafka_groups(args, args.group)
+            if kafka is not None and kafka["type"] == "consumer":
+                consumer = _consumer_group(desc, kafka, args.group)
+                emit(out, args, consumer, lambda: _consumer_table(consumer))
+                return EXIT_OK
+            data = _describe_group(desc, kafka, args.group)
             table = _group_table(data)
             del data["_owner"]
             emit(out, args, data, lambda: table)

@@ -17,8 +17,10 @@ async def test_groups_commands_with_json(broker: RunningBroker) -> None:
     for i in range(5):
         await ok(broker, "produce", "orders", "k", f"v{i}")
     await ok(broker, "consume", "analytics", "orders", "0", "--max-records", "2")
-    assert await ok(broker, "groups", "list") == "analytics\n"
-    assert json.loads(await ok(broker, "groups", "list", "--json")) == ["analytics"]
+    assert await ok(broker, "groups", "list") == "analytics\tclassic\tEmpty\n"
+    assert json.loads(await ok(broker, "groups", "list", "--json")) == [
+        {"group": "analytics", "type": "classic", "state": "Empty"}
+    ]
     described = json.loads(await ok(broker, "groups", "describe", "analytics", "--json"))
     assert described["state"] == "Empty" and described["members"] == []
     assert described["offsets"] == [
@@ -107,3 +109,48 @@ async def test_reset_and_delete_a_share_group_only_while_it_is_idle(broker: Runn
     )
     gone = await cli(broker, "groups", "delete", "workers")
     assert gone.returncode != 0 and "not a share group" in gone.stderr
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_consumer_protocol_group_is_listed_and_described_with_member_epochs(
+    broker: RunningBroker,
+) -> None:
+    """A KIP-848 group (docs/kafka.md, "Consumer groups (KIP-848)"): ``list`` gives its
+    type, ``describe`` its epochs and each member's epoch and assignment."""
+    from twisted.internet import defer, reactor
+
+    from rustka.kafka.client import connect_kafka
+
+    await ok(broker, "topics", "create", "orders", "--partitions", "2")
+    k = await defer.ensureDeferred(connect_kafka(reactor, broker.address, client_id="cg-test"))
+    try:
+        joined = await k.request(
+            68,
+            {
+                "group_id": "modern",
+                "member_id": "m-1",
+                "member_epoch": 0,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout_ms": 30_000,
+                "subscribed_topic_names": ["orders"],
+                "subscribed_topic_regex": None,
+                "server_assignor": None,
+                "topic_partitions": [],
+            },
+            1,
+        )
+        assert joined["error_code"] == 0 and joined["member_epoch"] >= 1
+        listed = json.loads(await ok(broker, "groups", "list", "--json"))
+        assert {"group": "modern", "type": "consumer", "state": "Stable"} in listed
+        described = json.loads(await ok(broker, "groups", "describe", "modern", "--json"))
+        assert (described["type"], described["assignor"]) == ("consumer", "uniform")
+        [member] = described["members"]
+        assert member["member_id"] == "m-1" and member["client_id"] == "cg-test"
+        assert member["member_epoch"] == joined["member_epoch"] == described["group_epoch"]
+        assert member["target_assignment"] == {"orders": [0, 1]}
+        table = await ok(broker, "groups", "describe", "modern")
+        assert table.startswith("consumer group modern: state Stable")
+        assert "orders[0,1]" in table
+    finally:
+        await k.close()
