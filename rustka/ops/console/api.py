@@ -416,16 +416,17 @@ class ReadApi:
 
     async def groups(self) -> dict[str, Any]:
         rows = []
-        for group_id, protocol_type, state in self.broker.groups.list_groups():
+        for group_id, protocol_type, state, kind in self.broker.groups.list_typed_groups():
             desc = self.broker.groups.describe(group_id)
+            consumer = self.broker.groups.consumer_group(group_id)
             offsets = self.broker.group_offsets(group_id) if self.broker.logs else ()
             rows.append(
                 {
                     "group": group_id,
-                    "type": "classic",
+                    "type": kind,
                     "protocol_type": protocol_type,
                     "state": state,
-                    "members": len(desc.members),
+                    "members": len(desc.members if consumer is None else consumer.members),
                     "partitions": len(offsets),
                     "lag": sum(o.lag for o in offsets),
                 }
@@ -446,6 +447,56 @@ class ReadApi:
             )
         rows.sort(key=lambda r: r["group"])
         return {"groups": rows}
+
+    def _group_offsets(self, group_id: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "topic": o.topic,
+                "partition": o.partition,
+                "committed": o.committed,
+                "log_start_offset": o.log_start,
+                "end_offset": o.high_watermark,
+                "lag": o.lag,
+            }
+            for o in self.broker.group_offsets(group_id)
+        ]
+
+    def _consumer_group(self, group_id: str, group: Any) -> dict[str, Any]:
+        """A consumer-protocol group (docs/kafka.md, "Consumer groups (KIP-848)"): its
+        epochs and each member's epoch, assignment and target, beside the lag."""
+
+        def listed(assignment: Any) -> list[dict[str, Any]]:
+            return [
+                {"topic": topic, "partitions": sorted(partitions)}
+                for topic, partitions in sorted((assignment or {}).items())
+            ]
+
+        offsets = self._group_offsets(group_id)
+        return {
+            "group": group_id,
+            "type": "consumer",
+            "state": str(group.state),
+            "protocol_type": "consumer",
+            "protocol": group.assignor_name or self.broker.groups.consumer.assignors[0],
+            "generation": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "instance_id": m.instance_id,
+                    "member_epoch": m.member_epoch,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "assignment": listed(m.assigned),
+                    "target_assignment": listed(group.target_of(m.member_id)),
+                }
+                for m in group.members.values()
+            ],
+            "offsets": offsets,
+            "lag": sum(o["lag"] for o in offsets),
+            "sample_interval_s": self.sampler.interval_s,
+            "lag_history": self.sampler.group_lag(group_id),
+        }
 
     def _share_windows(self, group_id: str) -> list[dict[str, Any]]:
         """Each started share-partition of the group with its log end, and the records
@@ -507,6 +558,9 @@ class ReadApi:
         known = {row[0] for row in self.broker.groups.list_groups()}
         if group_id not in known:
             raise ApiError(404, f"unknown group {group_id!r}")
+        consumer = self.broker.groups.consumer_group(group_id)
+        if consumer is not None:
+            return self._consumer_group(group_id, consumer)
         desc = self.broker.groups.describe(group_id)
         members = []
         for m in desc.members:
@@ -523,17 +577,7 @@ class ReadApi:
                     ],
                 }
             )
-        offsets = [
-            {
-                "topic": o.topic,
-                "partition": o.partition,
-                "committed": o.committed,
-                "log_start_offset": o.log_start,
-                "end_offset": o.high_watermark,
-                "lag": o.lag,
-            }
-            for o in self.broker.group_offsets(group_id)
-        ]
+        offsets = self._group_offsets(group_id)
         return {
             "group": group_id,
             "type": "classic",

@@ -691,3 +691,51 @@ async def test_a_share_group_is_listed_by_type_with_its_in_flight_window(console
             "undelivered": ORDERS - 1,
         }
     ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_consumer_protocol_group_shows_its_epochs_and_each_members_target(
+    console: Console,
+) -> None:
+    """A KIP-848 group is listed with type "consumer"; its page has the group epoch and
+    each member's epoch, assignment and target assignment."""
+    from twisted.internet import defer, reactor
+
+    from rustka.kafka.client import connect_kafka
+
+    address = console.running.address
+    k = await within(defer.ensureDeferred(connect_kafka(reactor, address, client_id="cg")))
+    try:
+        joined = await within(
+            k.request(
+                68,
+                {
+                    "group_id": "modern",
+                    "member_id": "m-1",
+                    "member_epoch": 0,
+                    "instance_id": None,
+                    "rack_id": None,
+                    "rebalance_timeout_ms": 30_000,
+                    "subscribed_topic_names": ["orders"],
+                    "subscribed_topic_regex": None,
+                    "server_assignor": "range",
+                    "topic_partitions": [],
+                },
+                1,
+            )
+        )
+        assert joined["error_code"] == 0
+    finally:
+        await k.close()
+    groups = (await get_json(console, "/api/groups"))["groups"]
+    [modern] = [g for g in groups if g["group"] == "modern"]
+    assert (modern["type"], modern["members"]) == ("consumer", 1)
+    group = await get_json(console, "/api/groups/modern")
+    assert (group["type"], group["protocol"], group["generation"]) == (
+        "consumer",
+        "range",
+        joined["member_epoch"],
+    )
+    [member] = group["members"]
+    assert (member["member_id"], member["member_epoch"]) == ("m-1", joined["member_epoch"])
+    assert member["target_assignment"] == [{"topic": "orders", "partitions": [0, 1]}]

@@ -385,17 +385,23 @@ function groupPage(main, name) {
       shareGroupView(g, summary, offsets, members);
       return;
     }
-    summary.append(card("State", g.state, "group-state"), card("Protocol", g.protocol || "—"),
-      card("Generation", g.generation), card("Total lag", g.lag, "group-lag"));
+    const consumer = g.type === "consumer";
+    summary.append(card("State", g.state, "group-state"), card("Type", g.type, "group-type"),
+      card(consumer ? "Assignor" : "Protocol", g.protocol || "—"),
+      card(consumer ? "Group epoch" : "Generation", g.generation), card("Total lag", g.lag, "group-lag"));
     clear(offsets);
     offsets.append(table(["Topic", { label: "Partition", num: true }, { label: "Committed", num: true },
       { label: "Log end", num: true }, { label: "Lag", num: true }],
     g.offsets.map(o => el("tr", {}, el("td", {}, link(topicHref(o.topic), o.topic)), td(o.partition, true),
       td(o.committed, true), td(o.end_offset, true), el("td", { class: "num lag" }, o.lag))), "offsets-table"));
     clear(members);
-    members.append(table(["Member", "Client", "Host", "Assignment"], g.members.map(m => el("tr", {},
-      td(m.member_id), td(m.client_id), td(m.client_host),
-      td(m.assignment.map(a => a.topic + "[" + a.partitions.join(",") + "]").join(" "))))));
+    const parts = list => list.map(a => a.topic + "[" + a.partitions.join(",") + "]").join(" ");
+    members.append(consumer
+      ? table(["Member", { label: "Epoch", num: true }, "Client", "Host", "Assignment", "Target"],
+        g.members.map(m => el("tr", {}, td(m.member_id), td(m.member_epoch, true), td(m.client_id),
+          td(m.client_host), td(parts(m.assignment)), td(parts(m.target_assignment)))), "members-table")
+      : table(["Member", "Client", "Host", "Assignment"], g.members.map(m => el("tr", {},
+        td(m.member_id), td(m.client_id), td(m.client_host), td(parts(m.assignment)))), "members-table"));
     chart.draw(g.lag_history.map(p => ({ t: p.t, lag: p.lag })));
   };
 }
