@@ -240,6 +240,10 @@ class ConsumerGroups:
         self.assignors = [name for name in assignors if name in ASSIGNORS] or ["uniform"]
         self.max_group_size = max_group_size
         self.groups: dict[str, ConsumerGroup] = {}
+        self.heartbeats = 0
+        """Heartbeats handled since the start (for the metrics)."""
+        self.rebalances = 0
+        """Group epoch bumps since the start: each is a new target assignment."""
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------
 
@@ -247,6 +251,7 @@ class ConsumerGroups:
         self, request: HeartbeatRequest, topics: Mapping[str, int], now_ms: int
     ) -> HeartbeatResult:
         """Handle one heartbeat; ``topics`` are the broker's topics and partition counts."""
+        self.heartbeats += 1
         invalid = self._invalid(request)
         if invalid is not None:
             return HeartbeatResult(E.INVALID_REQUEST, message=invalid)
@@ -285,6 +290,7 @@ class ConsumerGroups:
             bump = True
         if bump:
             group.group_epoch += 1
+            self.rebalances += 1
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
         self._reconcile(group, member, request.owned, now_ms)
@@ -512,6 +518,7 @@ class ConsumerGroups:
             del group.static_members[member.instance_id]
         group.target.pop(member_id, None)
         group.group_epoch += 1
+        self.rebalances += 1
 
     # -- time ---------------------------------------------------------------------------
 

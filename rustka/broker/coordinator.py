@@ -151,6 +151,10 @@ class GroupCoordinator:
         self.max_session_timeout_ms = max_session_timeout_ms
         self.max_group_size = max_group_size
         self._groups: dict[str, Group] = {}
+        self.heartbeats = 0
+        """Classic Heartbeats handled since the start (for the metrics)."""
+        self.rebalances = 0
+        """Classic rebalances begun since the start (for the metrics)."""
         self._outbox: list[tuple[defer.Deferred[Any], Any]] = []
         self._closed = False
         self.consumer = ConsumerGroups(
@@ -348,6 +352,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
 
     def _prepare_rebalance(self, group: Group) -> None:
+        self.rebalances += 1
         if group.state is GroupState.COMPLETING_REBALANCE:
             self._fail_syncs(group, E.REBALANCE_IN_PROGRESS)
             for member in group.members.values():
@@ -550,6 +555,7 @@ class GroupCoordinator:
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None = None
     ) -> int:
         """Handle one Heartbeat; REBALANCE_IN_PROGRESS tells the member to rejoin."""
+        self.heartbeats += 1
         if self._not_here():
             return E.NOT_COORDINATOR
         group = self._groups.get(group_id)

@@ -205,6 +205,8 @@ class ShareGroupCoordinator:
         # broker wakes the long-polls parked on the partition (`Waiters.wake`).
         self._on_available = on_available
         self.available_events = 0
+        self.heartbeats = 0
+        """ShareGroupHeartbeats handled since the start (for the metrics)."""
         """How many times records became available other than by an append: a waiting
         fetch compares it before and after a try, so a wake-up between is not lost."""
         self._groups: dict[str, _Group] = {}
@@ -247,6 +249,7 @@ class ShareGroupCoordinator:
     ) -> HeartbeatResult:
         """One ShareGroupHeartbeat: join (epoch 0), keep alive, change subscription, or
         leave (epoch -1)."""
+        self.heartbeats += 1
         if not group_id:
             return HeartbeatResult(E.INVALID_REQUEST, error_message="GroupId can't be empty")
         if group_id not in self._groups and self._classic_has_members(group_id):

@@ -474,6 +474,27 @@ class BrokerCollector(Collector):
             generation.add_metric((group_id,), desc.generation_id)
         yield members
         yield generation
+        heartbeats = CounterMetricFamily(
+            "rustka_group_heartbeats",
+            "Group heartbeats handled, by group type: classic (Heartbeat), consumer "
+            "(ConsumerGroupHeartbeat, KIP-848), share (ShareGroupHeartbeat, KIP-932).",
+            labels=("type",),
+        )
+        rebalances = CounterMetricFamily(
+            "rustka_group_rebalances",
+            "Rebalances by group type: a classic group's new generation begun, a consumer "
+            "group's epoch bumped (a new target assignment).",
+            labels=("type",),
+        )
+        heartbeats.add_metric(("classic",), coordinator.heartbeats)
+        heartbeats.add_metric(("consumer",), coordinator.consumer.heartbeats)
+        rebalances.add_metric(("classic",), coordinator.rebalances)
+        rebalances.add_metric(("consumer",), coordinator.consumer.rebalances)
+        shares = getattr(self.broker, "share_groups", None)
+        if shares is not None:
+            heartbeats.add_metric(("share",), shares.heartbeats)
+        yield heartbeats
+        yield rebalances
 
     def _share_groups(self) -> Iterator[Metric]:
         """Share groups (docs/kafka.md, "Share groups (KIP-932)"): what happened to their

@@ -549,3 +549,39 @@ async def test_share_group_records_by_event_and_lock_expiries(metrics: Metrics) 
     for event, count in events.items():
         assert _value(samples, "rustka_share_records_total", event=event) == count, event
     assert _value(samples, "rustka_share_lock_expiries_total") == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_group_heartbeats_and_rebalances_by_type(metrics: Metrics) -> None:
+    """rustka_group_heartbeats_total and rustka_group_rebalances_total, per group type."""
+    from twisted.internet import defer, reactor
+
+    from rustka.kafka.client import connect_kafka
+
+    await metrics.running.broker.create_topic("events2", 2)
+    k = await within(
+        defer.ensureDeferred(connect_kafka(reactor, metrics.running.address, client_id="m"))
+    )
+    body = {
+        "group_id": "modern",
+        "member_id": "m-1",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": ["events2"],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
+    try:
+        joined = await within(k.request(68, body, 1))
+        again = {**body, "member_epoch": joined["member_epoch"], "topic_partitions": None}
+        assert (await within(k.request(68, again, 1)))["error_code"] == 0
+    finally:
+        await k.close()
+    samples = await _scrape(metrics.port)
+    assert _value(samples, "rustka_group_heartbeats_total", type="consumer") == 2
+    assert _value(samples, "rustka_group_rebalances_total", type="consumer") == 1
+    assert _value(samples, "rustka_group_heartbeats_total", type="classic") == 0
+    assert _value(samples, "rustka_group_heartbeats_total", type="share") == 0
