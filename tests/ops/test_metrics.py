@@ -17,6 +17,7 @@ from rustka.native import codec as p
 from rustka.ops.metrics import metrics_service
 from rustka.record.batch import Record, encode_batch
 from tests.conftest import reactor_turns, within
+from tests.ops import join_consumer_group
 
 TIMEOUT = 10
 
@@ -554,29 +555,21 @@ async def test_share_group_records_by_event_and_lock_expiries(metrics: Metrics) 
 @pytest_twisted.ensureDeferred
 async def test_group_heartbeats_and_rebalances_by_type(metrics: Metrics) -> None:
     """rustka_group_heartbeats_total and rustka_group_rebalances_total, per group type."""
-    from twisted.internet import defer, reactor
-
-    from rustka.kafka.client import connect_kafka
-
     await metrics.running.broker.create_topic("events2", 2)
-    k = await within(
-        defer.ensureDeferred(connect_kafka(reactor, metrics.running.address, client_id="m"))
-    )
-    body = {
-        "group_id": "modern",
-        "member_id": "m-1",
-        "member_epoch": 0,
-        "instance_id": None,
-        "rack_id": None,
-        "rebalance_timeout_ms": 30_000,
-        "subscribed_topic_names": ["events2"],
-        "subscribed_topic_regex": None,
-        "server_assignor": None,
-        "topic_partitions": [],
-    }
+    k, joined = await join_consumer_group(metrics.running.address, "modern", "m-1", ["events2"])
     try:
-        joined = await within(k.request(68, body, 1))
-        again = {**body, "member_epoch": joined["member_epoch"], "topic_partitions": None}
+        again = {
+            "group_id": "modern",
+            "member_id": "m-1",
+            "member_epoch": joined["member_epoch"],
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30_000,
+            "subscribed_topic_names": ["events2"],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": None,
+        }
         assert (await within(k.request(68, again, 1)))["error_code"] == 0
     finally:
         await k.close()

@@ -6,7 +6,7 @@ import argparse
 import json
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from rustka.ops.cli.common import (
@@ -307,12 +307,7 @@ async def cmd_consume(args: argparse.Namespace, out: TextIO) -> int:
     from rustka.ops.progress import Progress
 
     err = sys.stderr
-    sink: TextIO = out
-    if args.output is not None:
-        try:
-            sink = open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise CommandError(f"cannot write {args.output}: {e.strerror or e}") from e
+    sink = _open_sink(args, out)
     progress = Progress(err, label=f"consume {args.topic}/{args.partition}")
     first_last: list[int] = []
     client = await connect(args)
@@ -357,24 +352,15 @@ async def cmd_consume(args: argparse.Namespace, out: TextIO) -> int:
             progress.total = consumer.high_watermark - start
         progress.update(consumer.delivered + len(records), (records[-1].offset or 0) + 1 - start)
 
-    from twisted.internet import reactor
-
     # Ctrl-C or SIGTERM: stop after the batch in hand and commit what was printed, so
     # the next run resumes after it and no error is reported for the closed connection.
-    stopped_by_shutdown: list[bool] = []
-
-    def stop() -> Any:
-        stopped_by_shutdown.append(True)
-        return consumer.stop()
-
-    trigger = reactor.addSystemEventTrigger("before", "shutdown", stop)
+    shutdown = _StopOnShutdown(consumer.stop)
     try:
         await consumer.start(deliver)
     except OffsetOutOfRange as e:
         raise CommandError(str(e)) from e
     finally:
-        if not stopped_by_shutdown:  # a fired trigger is already gone
-            reactor.removeSystemEventTrigger(trigger)
+        shutdown.remove()
         progress.finish()
         if sink is not out:
             sink.close()
@@ -405,16 +391,9 @@ async def _consume_share(args: argparse.Namespace, out: TextIO) -> int:
     """``consume --share``: one worker of a share group (docs/protocol.md 7.16). Each
     batch is printed, then accepted, so a record is printed by one worker only; without
     --follow it stops once a wait of --wait-ms brings nothing."""
-    from twisted.internet import reactor
-
     from rustka.client.share_consumer import ShareConsumer, ShareRecord
 
-    sink: TextIO = out
-    if args.output is not None:
-        try:
-            sink = open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise CommandError(f"cannot write {args.output}: {e.strerror or e}") from e
+    sink = _open_sink(args, out)
     client = await connect(args)
     worker = ShareConsumer(
         client,
@@ -442,15 +421,9 @@ async def _consume_share(args: argparse.Namespace, out: TextIO) -> int:
         sink.flush()
         taken += len(records)
 
-    stopped_by_shutdown: list[bool] = []
-
-    def stop() -> Any:
-        stopped_by_shutdown.append(True)
-        return worker.stop()
-
-    trigger = reactor.addSystemEventTrigger("before", "shutdown", stop)
+    shutdown = _StopOnShutdown(worker.stop)
     try:
-        while not stopped_by_shutdown and (limit is None or taken < limit):
+        while not shutdown.fired and (limit is None or taken < limit):
             batch = await worker.poll(100 if limit is None else min(100, limit - taken))
             if not batch:
                 if args.follow:
@@ -458,11 +431,10 @@ async def _consume_share(args: argparse.Namespace, out: TextIO) -> int:
                 break
             deliver(batch)
             await worker.acknowledge(batch, "accept")
-        if not stopped_by_shutdown:
+        if not shutdown.fired:
             await worker.stop()
     finally:
-        if not stopped_by_shutdown:
-            reactor.removeSystemEventTrigger(trigger)
+        shutdown.remove()
         if sink is not out:
             sink.close()
         await client.close()
@@ -475,6 +447,37 @@ async def _consume_share(args: argparse.Namespace, out: TextIO) -> int:
             lambda: f"took {taken} records of {args.topic} for {args.group} into {args.output}\n",
         )
     return EXIT_OK
+
+
+def _open_sink(args: argparse.Namespace, out: TextIO) -> TextIO:
+    """Where consumed records go: ``--output PATH`` (the caller closes it) or ``out``."""
+    if args.output is None:
+        return out
+    try:
+        return open(args.output, "w", encoding="utf-8")
+    except OSError as e:
+        raise CommandError(f"cannot write {args.output}: {e.strerror or e}") from e
+
+
+class _StopOnShutdown:
+    """Ctrl-C or SIGTERM while consuming: ``stop`` runs once, before the reactor stops;
+    `remove` takes the trigger back when the run ends first."""
+
+    def __init__(self, stop: Callable[[], Any]) -> None:
+        from twisted.internet import reactor
+
+        self.fired = False
+        self._stop = stop
+        self._reactor = reactor
+        self._trigger = reactor.addSystemEventTrigger("before", "shutdown", self._fire)
+
+    def _fire(self) -> Any:
+        self.fired = True
+        return self._stop()
+
+    def remove(self) -> None:
+        if not self.fired:  # a fired trigger is already gone
+            self._reactor.removeSystemEventTrigger(self._trigger)
 
 
 def _share_json(r: Any) -> str:

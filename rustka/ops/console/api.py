@@ -464,13 +464,6 @@ class ReadApi:
     def _consumer_group(self, group_id: str, group: Any) -> dict[str, Any]:
         """A consumer-protocol group (docs/kafka.md, "Consumer groups (KIP-848)"): its
         epochs and each member's epoch, assignment and target, beside the lag."""
-
-        def listed(assignment: Any) -> list[dict[str, Any]]:
-            return [
-                {"topic": topic, "partitions": sorted(partitions)}
-                for topic, partitions in sorted((assignment or {}).items())
-            ]
-
         offsets = self._group_offsets(group_id)
         return {
             "group": group_id,
@@ -487,8 +480,8 @@ class ReadApi:
                     "member_epoch": m.member_epoch,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
-                    "assignment": listed(m.assigned),
-                    "target_assignment": listed(group.target_of(m.member_id)),
+                    "assignment": _assignment_rows(m.assigned),
+                    "target_assignment": _assignment_rows(group.target_of(m.member_id)),
                 }
                 for m in group.members.values()
             ],
@@ -540,10 +533,7 @@ class ReadApi:
                 {
                     "member_id": m.member_id,
                     "member_epoch": m.member_epoch,
-                    "assignment": [
-                        {"topic": topic, "partitions": sorted(partitions)}
-                        for topic, partitions in sorted(m.assignment.items())
-                    ],
+                    "assignment": _assignment_rows(m.assignment),
                 }
                 for m in desc.members
             ],
@@ -571,10 +561,7 @@ class ReadApi:
                     "instance_id": m.instance_id,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
-                    "assignment": [
-                        {"topic": topic, "partitions": sorted(partitions)}
-                        for topic, partitions in sorted((assigned or {}).items())
-                    ],
+                    "assignment": _assignment_rows(assigned),
                 }
             )
         offsets = self._group_offsets(group_id)
@@ -591,6 +578,14 @@ class ReadApi:
             "sample_interval_s": self.sampler.interval_s,
             "lag_history": self.sampler.group_lag(group_id),
         }
+
+
+def _assignment_rows(assignment: Any) -> list[dict[str, Any]]:
+    """An assignment (topic -> partitions, or None) as the API lists it."""
+    return [
+        {"topic": topic, "partitions": sorted(partitions)}
+        for topic, partitions in sorted((assignment or {}).items())
+    ]
 
 
 @implementer(interfaces.IPushProducer)

@@ -7,6 +7,7 @@ import json
 import pytest_twisted
 
 from tests.conftest import RunningBroker
+from tests.ops import join_consumer_group
 from tests.ops.cli import cli, ok
 
 
@@ -117,29 +118,9 @@ async def test_a_consumer_protocol_group_is_listed_and_described_with_member_epo
 ) -> None:
     """A KIP-848 group (docs/kafka.md, "Consumer groups (KIP-848)"): ``list`` gives its
     type, ``describe`` its epochs and each member's epoch and assignment."""
-    from twisted.internet import defer, reactor
-
-    from rustka.kafka.client import connect_kafka
-
     await ok(broker, "topics", "create", "orders", "--partitions", "2")
-    k = await defer.ensureDeferred(connect_kafka(reactor, broker.address, client_id="cg-test"))
+    k, joined = await join_consumer_group(broker.address, "modern", "m-1", ["orders"])
     try:
-        joined = await k.request(
-            68,
-            {
-                "group_id": "modern",
-                "member_id": "m-1",
-                "member_epoch": 0,
-                "instance_id": None,
-                "rack_id": None,
-                "rebalance_timeout_ms": 30_000,
-                "subscribed_topic_names": ["orders"],
-                "subscribed_topic_regex": None,
-                "server_assignor": None,
-                "topic_partitions": [],
-            },
-            1,
-        )
         assert joined["error_code"] == 0 and joined["member_epoch"] >= 1
         listed = json.loads(await ok(broker, "groups", "list", "--json"))
         assert {"group": "modern", "type": "consumer", "state": "Stable"} in listed

@@ -17,6 +17,7 @@ from rustka.config import ConfigError
 from rustka.ops.console.api import MAX_RECORDS
 from rustka.record.batch import parse_header
 from tests.conftest import start_broker, within
+from tests.ops import join_consumer_group
 from tests.ops.console.conftest import (
     EVIL,
     EVIL_GROUP,
@@ -699,34 +700,11 @@ async def test_a_consumer_protocol_group_shows_its_epochs_and_each_members_targe
 ) -> None:
     """A KIP-848 group is listed with type "consumer"; its page has the group epoch and
     each member's epoch, assignment and target assignment."""
-    from twisted.internet import defer, reactor
-
-    from rustka.kafka.client import connect_kafka
-
-    address = console.running.address
-    k = await within(defer.ensureDeferred(connect_kafka(reactor, address, client_id="cg")))
-    try:
-        joined = await within(
-            k.request(
-                68,
-                {
-                    "group_id": "modern",
-                    "member_id": "m-1",
-                    "member_epoch": 0,
-                    "instance_id": None,
-                    "rack_id": None,
-                    "rebalance_timeout_ms": 30_000,
-                    "subscribed_topic_names": ["orders"],
-                    "subscribed_topic_regex": None,
-                    "server_assignor": "range",
-                    "topic_partitions": [],
-                },
-                1,
-            )
-        )
-        assert joined["error_code"] == 0
-    finally:
-        await k.close()
+    k, joined = await join_consumer_group(
+        console.running.address, "modern", "m-1", ["orders"], server_assignor="range"
+    )
+    await k.close()
+    assert joined["error_code"] == 0
     groups = (await get_json(console, "/api/groups"))["groups"]
     [modern] = [g for g in groups if g["group"] == "modern"]
     assert (modern["type"], modern["members"]) == ("consumer", 1)
