@@ -14,7 +14,8 @@ from typing import Any
 import pytest_twisted
 
 from rustka.kafka.topic_ids import topic_id
-from tests.conftest import RunningBroker, start_broker, within
+from tests.conftest import RunningBroker
+from tests.kafka.wire import call, kafka_wire
 
 TOPIC = "orders"
 GROUP = "cg"
@@ -22,28 +23,8 @@ GROUP = "cg"
 
 @pytest_twisted.async_yield_fixture
 async def kafka(tmp_path: Path) -> AsyncIterator[tuple[RunningBroker, Any]]:
-    from twisted.internet import defer, reactor
-
-    from rustka.kafka.client import connect_kafka
-    from rustka.kafka.server import KafkaFactory
-
-    running = await start_broker(tmp_path)
-    factory = KafkaFactory(running.broker, running.config, reactor)
-    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-    await within(running.broker.create_topic(TOPIC, 2))
-    address = f"127.0.0.1:{port.getHost().port}"
-    client = await within(defer.ensureDeferred(connect_kafka(reactor, address, client_id="wire")))
-    try:
-        yield running, client
-    finally:
-        await client.close()
-        await port.stopListening()
-        running.broker.groups.close()
-        await running.stop()
-
-
-async def call(client: Any, api_key: int, body: dict[str, Any], version: int) -> Any:
-    return await within(client.request(api_key, body, version))
+    async with kafka_wire(tmp_path, TOPIC, client_id="wire") as running_and_client:
+        yield running_and_client
 
 
 def heartbeat(member_id: str = "", epoch: int = 0, **kw: Any) -> dict[str, Any]:

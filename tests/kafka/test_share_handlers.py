@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest_twisted
-from twisted.internet import defer
 
 from rustka.kafka.topic_ids import topic_id
 from rustka.record.batch import Record, encode_batch, ms_now
-from tests.conftest import RunningBroker, start_broker, within
+from tests.conftest import RunningBroker, within
+from tests.kafka.wire import call, kafka_wire
 
 TOPIC = "jobs"
 GROUP = "workers"
@@ -24,29 +24,11 @@ TID = topic_id(TOPIC)
 
 @pytest_twisted.async_yield_fixture
 async def kafka(tmp_path: Path) -> AsyncIterator[tuple[RunningBroker, Any]]:
-    from twisted.internet import reactor
-
-    from rustka.kafka.client import connect_kafka
-    from rustka.kafka.server import KafkaFactory
-
-    running = await start_broker(tmp_path, share_auto_offset_reset="earliest")
-    factory = KafkaFactory(running.broker, running.config, reactor)
-    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-    await within(running.broker.create_topic(TOPIC, 2))
-    batch = encode_batch([Record(b"k", b"%d" % i) for i in range(5)], timestamp=ms_now())
-    await within(running.broker.append(TOPIC, 0, batch, auto_create=False))
-    address = f"127.0.0.1:{port.getHost().port}"
-    client = await within(defer.ensureDeferred(connect_kafka(reactor, address, client_id="w")))
-    try:
+    settings = {"share_auto_offset_reset": "earliest"}
+    async with kafka_wire(tmp_path, TOPIC, client_id="w", **settings) as (running, client):
+        batch = encode_batch([Record(b"k", b"%d" % i) for i in range(5)], timestamp=ms_now())
+        await within(running.broker.append(TOPIC, 0, batch, auto_create=False))
         yield running, client
-    finally:
-        await client.close()
-        await port.stopListening()
-        await running.stop()
-
-
-async def call(client: Any, api_key: int, body: dict[str, Any], version: int = 1) -> Any:
-    return await within(client.request(api_key, body, version))
 
 
 def fetch_body(

@@ -19,7 +19,8 @@ import pytest_twisted
 from rustka.kafka.errors import ErrorCode as E
 from rustka.record.control import ABORT
 from tests.broker.test_transactions import markers
-from tests.conftest import RunningBroker, start_broker, within
+from tests.conftest import RunningBroker, within
+from tests.kafka.wire import call, kafka_wire
 
 TOPIC = "orders"
 GROUP = "billing"
@@ -28,28 +29,8 @@ INIT, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_COMMIT = 22, 24, 25, 26, 28
 
 @pytest_twisted.async_yield_fixture
 async def kafka(tmp_path: Path) -> AsyncIterator[tuple[RunningBroker, Any]]:
-    from twisted.internet import defer, reactor
-
-    from rustka.kafka.client import connect_kafka
-    from rustka.kafka.server import KafkaFactory
-
-    running = await start_broker(tmp_path)
-    factory = KafkaFactory(running.broker, running.config, reactor)
-    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-    await within(running.broker.create_topic(TOPIC, 2))
-    address = f"127.0.0.1:{port.getHost().port}"
-    client = await within(defer.ensureDeferred(connect_kafka(reactor, address, client_id="w")))
-    try:
-        yield running, client
-    finally:
-        await client.close()
-        await port.stopListening()
-        running.broker.groups.close()
-        await running.stop()
-
-
-async def call(client: Any, api_key: int, body: dict[str, Any], version: int) -> Any:
-    return await within(client.request(api_key, body, version))
+    async with kafka_wire(tmp_path, TOPIC, client_id="w") as running_and_client:
+        yield running_and_client
 
 
 async def init(client: Any, version: int, tid: str | None, pid: int = -1, epoch: int = -1) -> Any:
