@@ -660,36 +660,42 @@ async def test_a_huge_body_is_refused_unread(console: Console) -> None:
     assert code == 200, body
 
 
+JOBS = 7
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_share_group_is_listed_by_type_with_its_in_flight_window(console: Console) -> None:
     """Share groups (docs/kafka.md, "Share groups (KIP-932)") are listed with type
     "share"; their page is each started partition's in-flight window."""
     client = await console.running.client()
     try:
-        taken = await within(client.share_fetch("queue-workers", "w", "orders", 3, 0, 1))
+        await within(client.create_topic("jobs", 1))
+        for i in range(JOBS):
+            await within(client.produce("jobs", b"k", b"job-%d" % i))
+        taken = await within(client.share_fetch("queue-workers", "w", "jobs", 3, 0, 1))
         assert [r.record.offset for r in taken] == [0, 1, 2]
-        await within(client.share_acknowledge("queue-workers", "w", "orders", [(0, 0, 1)]))
+        await within(client.share_acknowledge("queue-workers", "w", "jobs", [(0, 0, 1)]))
     finally:
         await client.close()
     groups = (await get_json(console, "/api/groups"))["groups"]
     [queue] = [g for g in groups if g["group"] == "queue-workers"]
-    assert (queue["type"], queue["partitions"], queue["lag"]) == ("share", 1, ORDERS - 1)
+    assert (queue["type"], queue["partitions"], queue["lag"]) == ("share", 1, JOBS - 1)
     [billing] = [g for g in groups if g["group"] == "billing"]
     assert billing["type"] == "classic"
     group = await get_json(console, "/api/groups/queue-workers")
     assert (group["type"], group["state"], group["members"]) == ("share", "Empty", [])
     assert group["partitions"] == [
         {
-            "topic": "orders",
+            "topic": "jobs",
             "partition": 0,
             "start_offset": 1,
             "end_offset": 3,
-            "log_end_offset": ORDERS,
+            "log_end_offset": JOBS,
             "available": 0,
             "acquired": 2,
             "acknowledged": 0,
             "archived": 0,
-            "undelivered": ORDERS - 1,
+            "undelivered": JOBS - 1,
         }
     ]
 

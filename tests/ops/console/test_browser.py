@@ -97,14 +97,14 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             "records in/s above zero",
             lambda d: _legend(d, "rate-chart", "records_in", "peak") > 0,
         )
-        assert text("#topic-count") == "1"
+        assert text("#topic-count") == "2"  # orders, and jobs of the share group
         shot("overview")
 
         # topics list
         driver.get(base + "/#/topics")
-        row = wait("the orders row", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic]"))
-        assert [r.get_attribute("data-topic") for r in row] == ["orders"]
-        cells = [c.text for c in row[0].find_elements(By.TAG_NAME, "td")]
+        row = wait("the topic rows", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic]"))
+        assert [r.get_attribute("data-topic") for r in row] == ["jobs", "orders"]
+        cells = [c.text for c in row[1].find_elements(By.TAG_NAME, "td")]
         assert cells[0] == "orders" and cells[1] == "2" and cells[3] == str(ORDERS + 3)
         shot("topics")
 
@@ -227,7 +227,7 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             lambda d: d.find_elements(By.CSS_SELECTOR, "#share-table td.acquired"),
         )
         assert [c.text for c in acquired] == ["2"]
-        assert text("#group-lag") == str(ORDERS - 1)
+        assert text("#group-lag") == "3"
         shot("share-group")
 
         # an admin action: the token, a confirmation, then the new topic is listed
@@ -260,7 +260,8 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
         wait(
             "the list without it",
             lambda d: (
-                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")] == ["orders"]
+                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")]
+                == ["jobs", "orders"]
             ),
         )
     finally:
@@ -298,11 +299,15 @@ async def test_pages_in_a_real_browser(
     shots = tmp_path / "screenshots"
     shots.mkdir()
     profile = tmp_path / "chromium-profile"
-    # A share group (a queue) with two records acquired and one accepted.
+    # A share group (a queue) of a one-partition topic of 4 records: three acquired, the
+    # first of them accepted.
     client = await console.running.client()
     try:
-        await within(client.share_fetch("queue-workers", "w", "orders", 3, 0, 1))
-        await within(client.share_acknowledge("queue-workers", "w", "orders", [(0, 0, 1)]))
+        await within(client.create_topic("jobs", 1))
+        for i in range(4):
+            await within(client.produce("jobs", b"k", b"job-%d" % i))
+        await within(client.share_fetch("queue-workers", "w", "jobs", 3, 0, 1))
+        await within(client.share_acknowledge("queue-workers", "w", "jobs", [(0, 0, 1)]))
     finally:
         await client.close()
     taken = await within(
