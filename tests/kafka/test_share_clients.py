@@ -26,6 +26,7 @@ from tools.twistd_process import STORAGE_READY, Twistd, start_broker
 pytestmark = pytest.mark.clients
 
 TOPIC = "q"
+RUSTKA = str(Path(sys.executable).parent / "rustka")
 LOCK_MS = 3000
 DELIVERY_LIMIT = 3
 SETTINGS = f"""
@@ -214,12 +215,25 @@ class ConsumerProcess:
 # -- tests ------------------------------------------------------------------------------
 
 
+def members_of(bootstrap: str, group: str) -> int:
+    """How many members the broker counts in a share group (`rustka groups describe`)."""
+    done = subprocess.run(
+        [RUSTKA, "groups", "describe", group, "--broker", bootstrap, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        return 0
+    return len(json.loads(done.stdout)["members"])
+
+
 def test_share_consumers_split_one_partition_and_together_get_every_record_once(
     broker: Broker,
 ) -> None:
     total, members = 300, 3
     create_topic(broker.bootstrap)
-    produce(broker.bootstrap, values(total))
     seen: list[list[Delivery]] = [[] for _ in range(members)]
     lock = threading.Lock()
     failures: list[BaseException] = []
@@ -245,6 +259,13 @@ def test_share_consumers_split_one_partition_and_together_get_every_record_once(
     threads = [threading.Thread(target=run, args=(i,)) for i in range(members)]
     for thread in threads:
         thread.start()
+    # The records come once every member has joined and waits on them, so they are
+    # shared out rather than all taken by whichever consumer joined first.
+    deadline = time.monotonic() + 60
+    while members_of(broker.bootstrap, "split") < members:
+        assert time.monotonic() < deadline, "the consumers never all joined"
+        time.sleep(0.2)
+    produce(broker.bootstrap, values(total))
     for thread in threads:
         thread.join(90)
     assert not failures, failures
