@@ -148,6 +148,16 @@ ACLs in the data directory's acls file, managed with CreateAcls/DeleteAcls or
 User:ANONYMOUS.""",
 )
 _OBSERVE = Group("Metrics and logs")
+_TELEMETRY = Group(
+    "Client telemetry",
+    """\
+Kafka clients that support KIP-714 (librdkafka 2.5+, Kafka's Java client 3.7+) push
+their own metrics to a broker that asks for them (docs/operations.md, "Client
+telemetry"). Off unless client_telemetry_metrics names some: then every client is asked
+for the metrics whose names start with one of its prefixes ("*" for all), every
+client_telemetry_interval_ms, and the latest values appear per client on the
+Prometheus endpoint and the console. Needs the `telemetry` extra (opentelemetry-proto).""",
+)
 _CONSOLE = Group(
     "Web console",
     """\
@@ -701,6 +711,42 @@ class Config:
         _OBSERVE,
         optional=True,
         example="tcp:9308:interface=127.0.0.1",
+    )
+    client_telemetry_metrics: str = setting(
+        Kind.LIST,
+        "",
+        "Metric name prefixes Kafka clients are asked to push (KIP-714), comma-separated; "
+        '"*" for all of them; empty: client telemetry off.',
+        _TELEMETRY,
+        example="org.apache.kafka.producer.,org.apache.kafka.consumer.",
+    )
+    client_telemetry_interval_ms: int = setting(
+        Kind.DURATION,
+        60_000,
+        "How often clients push their metrics (Kafka's interval.ms of a subscription).",
+        _TELEMETRY,
+        minimum=100,
+    )
+    client_telemetry_max_bytes: int = setting(
+        Kind.SIZE,
+        1024 * 1024,
+        "The largest push accepted, compressed (Kafka's telemetry.max.bytes).",
+        _TELEMETRY,
+        minimum=1024,
+    )
+    client_telemetry_max_clients: int = setting(
+        Kind.INT,
+        1_000,
+        "Client instances kept at once; past it the least recently heard from is dropped.",
+        _TELEMETRY,
+        minimum=1,
+    )
+    client_telemetry_max_series: int = setting(
+        Kind.INT,
+        500,
+        "Metric series (a name and its labels) kept per client; the rest are dropped.",
+        _TELEMETRY,
+        minimum=1,
     )
     log_format: str = setting(
         Kind.CHOICE,

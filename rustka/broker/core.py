@@ -68,6 +68,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from rustka.broker.access import Access
+from rustka.broker.client_telemetry import from_config as telemetry_from_config
 from rustka.broker.committed_offsets import CommittedOffsets, PartitionLag
 from rustka.broker.coordinator import GroupCoordinator
 from rustka.broker.deferreds import reports_errors
@@ -232,6 +233,8 @@ class Broker:
         # Share groups (KIP-932): built once the share-state log is replayed.
         self.share_state: ShareStateLog | None = None
         self.share_groups: ShareGroupCoordinator | None = None
+        # Client telemetry (KIP-714), with client_telemetry_metrics set.
+        self.client_telemetry = telemetry_from_config(config)
         self._open_failure: Failure | None = None
         self._ready: list[defer.Deferred[None]] = []
         self._pool_work = 0

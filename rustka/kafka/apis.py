@@ -29,6 +29,7 @@ from rustka.kafka import (
     handlers,
     sasl_handlers,
     share_group_handlers,
+    telemetry_handlers,
     txn_handlers,
 )
 from rustka.kafka.authorization import GUARDS, unchanged
@@ -85,6 +86,8 @@ HANDLERS: Final[Mapping[int, Handler]] = MappingProxyType(
         ApiKey.SHARE_GROUP_DESCRIBE: share_group_handlers.share_group_describe,
         ApiKey.SHARE_FETCH: share_group_handlers.share_fetch,
         ApiKey.SHARE_ACKNOWLEDGE: share_group_handlers.share_acknowledge,
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry_handlers.get_telemetry_subscriptions,
+        ApiKey.PUSH_TELEMETRY: telemetry_handlers.push_telemetry,
     }
 )
 """API key -> its handler, for every API `rustka.kafka.messages` declares."""

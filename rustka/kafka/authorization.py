@@ -779,6 +779,9 @@ GUARDS: Final[Mapping[int, Guard]] = MappingProxyType(
         ApiKey.SHARE_ACKNOWLEDGE: _share_read,
         ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_guards.heartbeat,
         ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_guards.describe,
+        # KIP-714: any client may ask for its subscription and push its metrics.
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: _open,
+        ApiKey.PUSH_TELEMETRY: _open,
     }
 )
 """API key -> its guard; `rustka.kafka.apis` refuses to start without one per handler."""

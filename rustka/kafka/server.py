@@ -404,6 +404,10 @@ class KafkaFactory(Factory):
         self.config = config
         self.reactor = reactor
         self.handlers: dict[int, Handler] = dict(HANDLERS if handlers is None else handlers)
+        if broker.client_telemetry is None:
+            # Kafka advertises the telemetry APIs only with a receiver configured.
+            for key in (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY):
+                self.handlers.pop(key, None)
         self.authenticator = authenticator or authenticator_from_config(config)
         self.connections: set[KafkaProtocol] = set()
         self.closing: dict[KafkaProtocol, list[defer.Deferred[None]]] = {}
@@ -431,6 +435,8 @@ class KafkaFactory(Factory):
 
     def connection_closed(self, proto: KafkaProtocol) -> None:
         self.connections.discard(proto)
+        if self.broker.client_telemetry is not None:
+            self.broker.client_telemetry.disconnected(proto)
         for d in self.closing.pop(proto, []):
             d.callback(None)
 

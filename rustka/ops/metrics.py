@@ -36,6 +36,7 @@ from rustka.broker.stats import LATENCY_BUCKETS, LatencyHistogram, OperationStat
 from rustka.kafka import messages as kafka_messages
 from rustka.kafka.errors import ErrorCode as KafkaErrorCode
 from rustka.native import codec as p
+from rustka.ops.client_metrics import client_metric_families
 from rustka.ops.listeners import Listener
 from rustka.ops.manhole import group_offsets
 
@@ -89,6 +90,10 @@ class BrokerCollector(Collector):
         yield self._lag()
         yield from self._group_members()
         yield from self._share_groups()
+        telemetry = self.broker.client_telemetry
+        if telemetry is not None:
+            now_ms = int(self.broker.reactor.seconds() * 1000)
+            yield from client_metric_families(telemetry, now_ms)
 
     def _requests(self) -> Iterator[Metric]:
         stats = self.factory.request_stats

@@ -124,6 +124,8 @@ EXPECTED_TABLE = {
     # Consumer groups (KIP-848) (docs/kafka.md, "Consumer groups (KIP-848)").
     68: ("ConsumerGroupHeartbeat", 0, 1, 0),
     69: ("ConsumerGroupDescribe", 0, 0, 0),
+    71: ("GetTelemetrySubscriptions", 0, 0, 0),
+    72: ("PushTelemetry", 0, 0, 0),
 }
 
 
@@ -156,6 +158,8 @@ def test_the_flexible_versions_are_the_declared_few() -> None:
         (68, 0),
         (68, 1),
         (69, 0),
+        (71, 0),
+        (72, 0),
         (18, 3),
         (18, 4),
         (16, 3),
@@ -655,6 +659,11 @@ REQUEST_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      '02740274000000010274027400000001020274027402740200112233445566778899aabbccddeeff02000000010000'),
     (69, 0, {'group_ids': ['t'], 'include_authorized_operations': True},
      '0202740100'),
+    # KIP-714: a uuid, then the body tags.
+    (71, 0, {'client_instance_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff'},
+     '00112233445566778899aabbccddeeff00'),
+    (72, 0, {'client_instance_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'subscription_id': 1, 'terminating': True, 'compression_type': 1, 'metrics': b't'},  # noqa: E501
+     '00112233445566778899aabbccddeeff' '00000001' '01' '01' '0274' '00'),
 ]
 
 # fmt: on
@@ -1092,6 +1101,10 @@ RESPONSE_VECTORS: list[tuple[int, int, dict[str, Any], str]] = [
      '0000000100010202740274027402740000'),
     (69, 0, {'throttle_time_ms': 1, 'groups': [{'error_code': 1, 'error_message': 't', 'group_id': 't', 'group_state': 't', 'group_epoch': 1, 'assignment_epoch': 1, 'assignor_name': 't', 'members': [{'member_id': 't', 'instance_id': 't', 'rack_id': 't', 'member_epoch': 1, 'client_id': 't', 'client_host': 't', 'subscribed_topic_names': ['t'], 'subscribed_topic_regex': 't', 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}, 'target_assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'topic_name': 't', 'partitions': [1]}]}}], 'authorized_operations': 1}]},  # noqa: E501
      '000000010200010274027402740000000100000001027402027402740274000000010274027402027402740200112233445566778899aabbccddeeff0274020000000100000200112233445566778899aabbccddeeff02740200000001000000000000010000'),
+    (71, 0, {'throttle_time_ms': 1, 'error_code': 1, 'client_instance_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'subscription_id': 1, 'accepted_compression_types': [1], 'push_interval_ms': 1, 'telemetry_max_bytes': 1, 'delta_temporality': True, 'requested_metrics': ['t']},  # noqa: E501
+     '00000001' '0001' '00112233445566778899aabbccddeeff' '00000001' '0201' '00000001' '00000001' '01' '020274' '00'),  # noqa: E501
+    (72, 0, {'throttle_time_ms': 1, 'error_code': 1},
+     '00000001000100'),
     (68, 0, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]}},  # noqa: E501
      '000000010001027402740000000100000001010200112233445566778899aabbccddeeff0200000001000000'),
     (68, 1, {'throttle_time_ms': 1, 'error_code': 1, 'error_message': 't', 'member_id': 't', 'member_epoch': 1, 'heartbeat_interval_ms': 1, 'assignment': {'topic_partitions': [{'topic_id': b'\x00\x11"3DUfw\x88\x99\xaa\xbb\xcc\xdd\xee\xff', 'partitions': [1]}]}},  # noqa: E501
@@ -1536,7 +1549,7 @@ def test_null_client_id() -> None:
         (lambda: decode_request(0, 9, b"", 0), "Produce v9 is not supported"),
         (lambda: encode_response(1, 12, 1, {}), "Fetch v12 is not supported"),
         (lambda: decode_response(3, 13, hx("00000001")), "Metadata v13 is not supported"),
-        (lambda: encode_request(71, 0, 1, "c", {}), "unknown api key 71"),
+        (lambda: encode_request(73, 0, 1, "c", {}), "unknown api key 73"),
         (lambda: encode_response(12, 0, 1, {"error_code": "x"}), "cannot encode Heartbeat"),
         (lambda: encode_response(12, 0, 2**40, {}), "correlation id"),
         (lambda: encode_request(12, 0, 1, "c", {"group_id": None}), "not nullable"),

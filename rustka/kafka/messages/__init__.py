@@ -29,6 +29,7 @@ from . import (  # noqa: F401
     produce_fetch,
     security,
     share_groups,
+    telemetry,
     transactions,
 )
 from .registry import APIS, ApiKey

@@ -71,6 +71,8 @@ class ApiKey(IntEnum):
     SHARE_ACKNOWLEDGE = 79
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
 
 
 def msg(name: str, *fields: Field) -> Struct:
