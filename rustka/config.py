@@ -350,6 +350,22 @@ class Config:
         _GROUPS,
         choices=("uniform", "range"),
     )
+    consumer_offsets_topic: bool = setting(
+        Kind.BOOL,
+        False,
+        "Keep Kafka's __consumer_offsets topic, written from the offsets store, for tools "
+        "that read it (Burrow); read-only to clients. Not in a cluster.",
+        _GROUPS,
+    )
+    offsets_topic_num_partitions: int = setting(
+        Kind.INT,
+        1,
+        "Partitions of __consumer_offsets when it is created (Kafka's "
+        "offsets.topic.num.partitions, 50 there; one partition holds every group here).",
+        _GROUPS,
+        minimum=1,
+        maximum=1000,
+    )
     transaction_max_timeout_ms: int = setting(
         Kind.DURATION,
         900_000,

@@ -15,6 +15,10 @@ MAX_TOPIC_LENGTH = 249
 MAX_GROUP_LENGTH = 255
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 OFFSETS_TOPIC = "__offsets"
+# Kafka's own offsets topic, which rustka can keep for tools that read it (Burrow):
+# written by the broker only (docs/kafka.md, "The __consumer_offsets topic").
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC})
 # Files the broker keeps at the top of the data dir, beside the topic folders.
 RESERVED_FILE_NAMES = frozenset({".clean-shutdown", "manhole_host_key"})
 
@@ -37,6 +41,11 @@ def validate_topic(name: str, *, internal_ok: bool = False) -> str:
     if name.startswith("__") and not internal_ok:
         raise InvalidName(f"invalid topic name {name!r}: names starting with '__' are reserved")
     return name
+
+
+def validate_stored_topic(name: str) -> str:
+    """A topic name as the storage may hold it: a client's, or one of `INTERNAL_TOPICS`."""
+    return validate_topic(name, internal_ok=name in INTERNAL_TOPICS)
 
 
 def validate_group(name: str) -> str:

@@ -24,7 +24,7 @@ from rustka.broker.deferreds import reports_errors
 from rustka.broker.lanes import Lane
 from rustka.broker.partition_lanes import OFFSETS_KEY, PartitionLanes
 from rustka.config import Config
-from rustka.names import validate_group, validate_topic
+from rustka.names import validate_group, validate_stored_topic
 from rustka.record.batch import ms_now
 from rustka.storage.log_manager import LogManager
 from rustka.storage.offsets import Commit, OffsetsStore
@@ -160,7 +160,7 @@ class CommittedOffsets:
             return dict(core.offsets.groups().get(group, {}))
         result: dict[PartitionKey, int] = {}
         for topic, partition in partitions:
-            validate_topic(topic)
+            validate_stored_topic(topic)
             offset = core.offsets.committed(group, topic, partition)
             if offset is not None:
                 result[(topic, partition)] = offset

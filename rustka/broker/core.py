@@ -78,6 +78,7 @@ from rustka.broker.lanes import IOPool, Lane
 from rustka.broker.log_cleaner import LogCleaner
 from rustka.broker.maintenance import Maintenance
 from rustka.broker.markers import Markers
+from rustka.broker.offsets_topic import OffsetsTopic
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.produce import (
     AppendResult,
@@ -106,7 +107,7 @@ from rustka.errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from rustka.names import validate_topic
+from rustka.names import validate_stored_topic
 from rustka.record.header import first_producer, is_transactional_batch
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
@@ -233,6 +234,8 @@ class Broker:
         # Share groups (KIP-932): built once the share-state log is replayed.
         self.share_state: ShareStateLog | None = None
         self.share_groups: ShareGroupCoordinator | None = None
+        # Kafka's __consumer_offsets, with consumer_offsets_topic set.
+        self.offsets_topic: OffsetsTopic | None = None
         # Client telemetry (KIP-714), with client_telemetry_metrics set.
         self.client_telemetry = telemetry_from_config(config)
         self._open_failure: Failure | None = None
@@ -383,12 +386,30 @@ class Broker:
             self.log.error("damaged transaction-log batch skipped in {where}", where=str(skipped))
         if self.state == STARTING:
             self.state = SERVING
+        self._start_offsets_topic()
         # Decisions the log left prepared are rolled forward on their own; requests for
         # those ids wait for them (the coordinator's lock per id).
         self.transactions.load(self.txn_log, clean=not self.logs.recovered)
         ready, self._ready = self._ready, []
         for d in ready:
             d.callback(None)
+
+    def _start_offsets_topic(self) -> None:
+        """Follow the offsets store into __consumer_offsets, with the setting on."""
+        if not self.config.consumer_offsets_topic or self.offsets is None:
+            return
+        if self.diskless is not None:
+            self.log.warn(
+                "consumer_offsets_topic is not served in a cluster (docs/kafka.md, "
+                '"The __consumer_offsets topic"): ignored'
+            )
+            return
+        self.offsets_topic = OffsetsTopic(
+            self, self.offsets, self.config.offsets_topic_num_partitions
+        )
+        self.offsets_topic.start().addErrback(
+            lambda f: self.log.failure("starting __consumer_offsets failed", f)
+        )
 
     @property
     def node_id(self) -> int:
@@ -504,6 +525,8 @@ class Broker:
 
     def close_storage(self) -> None:
         """Flush, close and mark the shutdown clean (called on the pool after `drain`)."""
+        if self.offsets_topic is not None:
+            self.offsets_topic.stop()
         if self.offsets is not None:
             self.offsets.close()
         if self.share_state is not None:
@@ -569,7 +592,7 @@ class Broker:
 
     def topic(self, name: str) -> Topic:
         logs = self.check_open()
-        validate_topic(name)
+        validate_stored_topic(name)
         topic = logs.topics.get(name)
         if topic is None or name in self.deleting:
             self.check_not_held_elsewhere(name)
@@ -657,6 +680,7 @@ class Broker:
         that does not delete (cleanup.policy ``compact`` alone) refuses it.
         """
         self.check_serving()
+        self.admin.check_not_kept(topic, "trimmed")
         plog = self.partition(topic, partition)
         if not plog.config.delete:
             raise PolicyViolation(

@@ -40,8 +40,8 @@ from rustka.broker.lanes import OnResult
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.stats import BrokerStats
 from rustka.broker.waiters import Waiters
-from rustka.errors import InvalidBatch, RustkaError, StorageError, UnknownTopic
-from rustka.names import validate_topic
+from rustka.errors import InvalidBatch, InvalidName, RustkaError, StorageError, UnknownTopic
+from rustka.names import INTERNAL_TOPICS, validate_topic
 from rustka.record.batch import (
     BatchHeader,
     Record,
@@ -169,7 +169,13 @@ class Appends:
     # -- batches -------------------------------------------------------------------
 
     def append(
-        self, topic: str, partition: int, batches: bytes | memoryview, *, auto_create: bool
+        self,
+        topic: str,
+        partition: int,
+        batches: bytes | memoryview,
+        *,
+        auto_create: bool,
+        internal: bool = False,
     ) -> defer.Deferred[AppendResult]:
         """Store ``batches`` on the partition's lane, validated there before the write.
 
@@ -177,10 +183,11 @@ class Appends:
         runs on the I/O pool with the write (`write_batches`), never on the
         reactor; a payload that fails it is refused alone and nothing of it is
         stored, while the other appends coalesced into the same write go on.
+        Only the broker itself (``internal``) writes to its internal topics.
         """
         core = self._core
         core.check_serving()
-        validate_topic(topic)
+        validate_topic(topic, internal_ok=internal)
         d: defer.Deferred[AppendResult] = defer.Deferred()
         payload = bytes(batches) if isinstance(batches, memoryview) else batches
 
@@ -232,6 +239,12 @@ class Appends:
         for record, token in zip(records, tokens, strict=True):
             name = record[0]
             topic = topics.get(name)
+            if name in INTERNAL_TOPICS:
+                try:
+                    validate_topic(name)
+                except InvalidName:
+                    reply([token], -1, Failure(), context)
+                continue
             if topic is None or (creating and name in creating):
                 self._records_after_creation(record, token, reply, context, early)
                 continue

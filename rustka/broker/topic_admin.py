@@ -42,12 +42,13 @@ from rustka.config import (
 )
 from rustka.errors import (
     InvalidConfig,
+    InvalidName,
     InvalidPartitionCount,
     InvalidRequest,
     TopicExists,
     UnknownTopic,
 )
-from rustka.names import validate_topic
+from rustka.names import INTERNAL_TOPICS, validate_topic
 from rustka.settings import ConfigError
 from rustka.storage.log_config import LogConfig
 from rustka.storage.log_manager import LogManager
@@ -213,6 +214,7 @@ class TopicAdmin:
         """Grow a topic to ``partitions`` partitions (never shrink it)."""
         core = self._core
         core.check_serving()
+        self.check_not_kept(name, "grown")
         topic = core.topic(name)
         added = max(0, partitions - len(topic.partitions))
         d = self._with_partitions(added, topic.add_partitions, partitions)
@@ -224,6 +226,7 @@ class TopicAdmin:
         then every group's commits on it."""
         core = self._core
         core.check_serving()
+        self.check_not_kept(name, "deleted")
         topic = core.topic(name)
         logs = core.check_open()
         core.deleting.add(name)
@@ -240,6 +243,14 @@ class TopicAdmin:
             return None if not isinstance(result, Failure) else result
 
         return d.addBoth(finished)
+
+    def check_not_kept(self, name: str, what: str) -> None:
+        """`InvalidName` for an internal topic the broker keeps (only it changes it)."""
+        if name in INTERNAL_TOPICS and self._core.config.consumer_offsets_topic:
+            raise InvalidName(
+                f"topic {name!r} is kept by the broker from its offsets store: it cannot "
+                f"be {what} (turn consumer_offsets_topic off first)"
+            )
 
     def auto_create_topic(self, name: str) -> defer.Deferred[Topic]:
         """The topic, created with the default partition count if the config allows."""

@@ -30,6 +30,7 @@ from rustka.kafka.cluster_map import ClusterMap
 from rustka.kafka.context import Body, RequestContext, advertised_address, error_code
 from rustka.kafka.errors import ErrorCode as E
 from rustka.kafka.topic_ids import names_by_id, topic_id
+from rustka.names import INTERNAL_TOPICS
 from rustka.record import legacy
 from rustka.record.header import (
     ATTRIBUTES_LOW_AT,
@@ -95,7 +96,7 @@ def _topic_metadata(name: str, leaders: list[int]) -> Body:
         "error_code": 0,
         "name": name,
         "topic_id": topic_id(name),
-        "is_internal": False,
+        "is_internal": name in INTERNAL_TOPICS,
         "partitions": [_partition_metadata(i, leader) for i, leader in enumerate(leaders)],
     }
 

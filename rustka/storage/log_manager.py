@@ -27,7 +27,7 @@ from rustka.errors import (
     TopicExists,
     UnknownTopic,
 )
-from rustka.names import OFFSETS_TOPIC, validate_topic
+from rustka.names import OFFSETS_TOPIC, validate_stored_topic
 from rustka.storage.file_io import close_all, fsync_dir
 from rustka.storage.log_config import LogConfig, Resolver
 from rustka.storage.log_files import CLEAN_SHUTDOWN_MARKER
@@ -180,7 +180,7 @@ class LogManager:
         self, name: str, partition_count: int, overrides: Mapping[str, str] | None = None
     ) -> Topic:
         self._check_open()
-        validate_topic(name)
+        validate_stored_topic(name)
         if name == CLEAN_SHUTDOWN_MARKER:
             raise InvalidName(f"invalid topic name {name!r}: reserved by the broker")
         check_partition_count(partition_count)
@@ -283,7 +283,7 @@ def _no_configs_of_their_own(config: LogConfig) -> Resolver:
 
 def _is_topic_name(name: str) -> bool:
     try:
-        validate_topic(name)
+        validate_stored_topic(name)
     except InvalidName:
         return False
     return name != CLEAN_SHUTDOWN_MARKER

@@ -33,12 +33,12 @@ import dataclasses
 import os
 import struct
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from rustka.errors import CorruptBatch, InvalidBatch, InvalidName, InvalidRequest
-from rustka.names import OFFSETS_TOPIC, validate_group, validate_topic
+from rustka.names import OFFSETS_TOPIC, validate_group, validate_stored_topic
 from rustka.record.batch import (
     Record,
     crc_ok,
@@ -269,7 +269,7 @@ def _with_metadata(commit: Commit) -> tuple[str, str, int, int, str]:
 
 def _check_commit(group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
     validate_group(group)
-    validate_topic(topic)
+    validate_stored_topic(topic)
     if isinstance(partition, bool) or not isinstance(partition, int):
         raise InvalidRequest(f"partition must be an integer, got {partition!r}")
     if not 0 <= partition <= _U32_MAX:
@@ -333,6 +333,9 @@ class OffsetsStore:
         self._lock = threading.Lock()
         self.mirror: OffsetsMirror | None = None
         """Set in a cluster: every commit is written there first, and fails with it."""
+        self.observer: Callable[[Sequence[Commit], int], None] | None = None
+        """Told of every write once it is in the log (commits, deletions, expiry), with
+        its time, on the writing thread: how the broker keeps `__consumer_offsets`."""
 
     @classmethod
     def open(
@@ -414,6 +417,8 @@ class OffsetsStore:
                     self._state.pop(c, None)
                 else:
                     self._state[c[:3]] = (c[3], now_ms, c[4])
+        if self.observer is not None:
+            self.observer(full, now_ms)
 
     def replace(self, entries: Mapping[OffsetKey, tuple[int, int, str]]) -> None:
         """Take ``entries`` ((offset, commit ms, metadata) by key) as the whole table: a
@@ -422,6 +427,11 @@ class OffsetsStore:
         in a cluster the mirror, not this log, is the record."""
         with self._lock:
             self._state = dict(entries)
+
+    def entries(self) -> list[tuple[OffsetKey, tuple[int, int, str]]]:
+        """Every commit: (group, topic, partition) -> (offset, commit ms, metadata)."""
+        with self._lock:
+            return sorted(self._state.items())
 
     def group_partitions(self, group: str) -> list[tuple[str, int]]:
         """The partitions ``group`` has commits for (what deleting the group must tombstone)."""

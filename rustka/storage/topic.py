@@ -36,7 +36,7 @@ from rustka.errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from rustka.names import validate_topic
+from rustka.names import validate_stored_topic
 from rustka.storage.file_io import close_all, fsync_dir, replace_file
 from rustka.storage.log_config import LogConfig, Resolver
 from rustka.storage.log_files import (
@@ -142,7 +142,7 @@ class Topic:
         temporary directory that the next startup removes). ``config`` is what
         ``overrides``, the topic's own configs, resolve to.
         """
-        validate_topic(name)
+        validate_stored_topic(name)
         check_partition_count(partition_count)
         data_dir = Path(data_dir)
         directory = data_dir / name
@@ -187,7 +187,7 @@ class Topic:
         settings instead could delete what its own retention keeps.
         """
         directory = Path(directory)
-        name = validate_topic(directory.name)
+        name = validate_stored_topic(directory.name)
         overrides = read_topic_config(directory)
         if overrides:
             if resolve is None:
