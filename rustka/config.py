@@ -1343,6 +1343,22 @@ class TopicOnlyConfigs:
         _TOPIC_ONLY,
         topic_config="diskless.enable",
     )
+    confluent_value_schema_validation: bool = setting(
+        Kind.BOOL,
+        False,
+        "Refuse (INVALID_RECORD) a produced record whose value does not start with "
+        "Confluent's framing and a schema id the broker's schema registry knows "
+        '(docs/schema-registry.md, "Validation on produce").',
+        _TOPIC_ONLY,
+        topic_config="confluent.value.schema.validation",
+    )
+    confluent_key_schema_validation: bool = setting(
+        Kind.BOOL,
+        False,
+        "As confluent.value.schema.validation, for record keys.",
+        _TOPIC_ONLY,
+        topic_config="confluent.key.schema.validation",
+    )
 
 
 TOPIC_ONLY_SETTINGS: dict[str, Setting] = {s.name: s for s in declarations(TopicOnlyConfigs)}

@@ -60,6 +60,9 @@ class SchemaRegistryService(service.Service):
             guard = Guard(credentials, broker.access, basic=basic)
         self.site: RegistrySite = site(self.store, guard)
         self.opened: defer.Deferred[None] | None = None
+        self.listener: Any = None
+        """The HTTP listener the tap binds for it (rustka.ops.tap)."""
+        broker.known_schema_id = self.known_schema_id
 
     def startService(self) -> None:
         super().startService()
