@@ -60,7 +60,8 @@ class Guard:
         """``User:NAME`` of verified Basic credentials; without ``basic``, anonymous."""
         if not self.basic:
             return ANONYMOUS
-        header = request.getHeader(b"authorization") or ""
+        raw = request.getHeader(b"authorization") or b""
+        header = raw.decode("latin-1") if isinstance(raw, bytes) else raw
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "basic" or not token:
             raise unauthorized("Unauthorized: HTTP Basic credentials are required")
