@@ -1,0 +1,140 @@
+"""Avro schemas: parsed and checked by fastavro, compared in a canonical form, and a
+record's bytes decoded with fastavro's reader.
+
+Two spellings of one schema share the canonical form: key order and whitespace do
+not count, `{"type": "int"}` is `"int"`, and every named type carries its full name
+(`name` and `namespace` both written). Docs, defaults, aliases and custom properties
+stay: they are part of the schema (Confluent keeps them in its canonical text too)."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import uuid
+from typing import Any
+
+import fastavro
+
+from rustka.schema_registry.parsed import (
+    References,
+    SchemaError,
+    canonical_json,
+    load_json_document,
+)
+
+PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+NAMED_KINDS = frozenset({"record", "error", "enum", "fixed"})
+
+
+class AvroSchema:
+    """A parsed Avro schema. `tree` is the canonical structure: named types are
+    written in full where they are defined and referred to by full name after;
+    `named` maps every full name this schema can refer to (its own and its
+    references') to its definition."""
+
+    schema_type = "AVRO"
+
+    def __init__(self, text: str, references: References = ()) -> None:
+        self.text = text
+        raw = load_json_document(text, "Avro schema")
+        self.named: dict[str, dict[str, Any]] = {}
+        fastavro_named: dict[str, Any] = {}
+        for name, ref in references:
+            if not isinstance(ref, AvroSchema):
+                raise SchemaError(f"reference {name!r} is a {ref.schema_type} schema, not AVRO")
+            self.named.update(ref.named)
+            fastavro_named.update(ref.fastavro_named)
+        try:
+            self.parsed = fastavro.parse_schema(raw, named_schemas=fastavro_named)
+        except (fastavro.schema.SchemaParseException, fastavro.schema.UnknownType) as exc:
+            raise SchemaError(f"invalid Avro schema: {describe(exc)}") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise SchemaError(f"invalid Avro schema: {describe(exc)}") from None
+        self.fastavro_named = fastavro_named
+        self.tree = Canonicaliser(self.named).walk(raw, "")
+        self._canonical = canonical_json(self.tree)
+
+    def canonical(self) -> str:
+        return self._canonical
+
+    def normalized(self) -> str:
+        return self._canonical
+
+    def decode(self, payload: bytes) -> Any:
+        stream = io.BytesIO(payload)
+        try:
+            value = fastavro.schemaless_reader(stream, self.parsed, None)
+        except Exception as exc:  # fastavro raises whatever the bytes trip over
+            raise SchemaError(f"the bytes are not Avro of this schema: {describe(exc)}") from None
+        if stream.tell() != len(payload):
+            raise SchemaError(
+                f"the bytes are not Avro of this schema: {len(payload) - stream.tell()} bytes"
+                " are left after the value"
+            )
+        return jsonable(value)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, fastavro.schema.UnknownType):
+        return f"unknown type {text!r} (neither a primitive nor a named type defined before)"
+    return text or type(exc).__name__
+
+
+class Canonicaliser:
+    """The canonical structure of a schema, collecting its named types on the way."""
+
+    def __init__(self, named: dict[str, dict[str, Any]]) -> None:
+        self.named = named
+
+    def walk(self, schema: Any, namespace: str) -> Any:
+        if isinstance(schema, str):
+            return schema if schema in PRIMITIVES else full_name(schema, namespace)
+        if isinstance(schema, list):
+            return [self.walk(branch, namespace) for branch in schema]
+        kind = schema["type"]
+        if not isinstance(kind, str) or kind not in NAMED_KINDS | {"array", "map"}:
+            if set(schema) == {"type"}:
+                return self.walk(kind, namespace)
+            return {**schema, "type": self.walk(kind, namespace)}
+        out = dict(schema)
+        if kind in NAMED_KINDS:
+            fullname = full_name(schema["name"], schema.get("namespace") or namespace)
+            namespace, _, short = fullname.rpartition(".")
+            out["name"] = short
+            out["namespace"] = namespace
+            if "aliases" in schema:
+                out["aliases"] = [full_name(alias, namespace) for alias in schema["aliases"]]
+            self.named[fullname] = out
+        if kind in ("record", "error"):
+            out["fields"] = [
+                {**field, "type": self.walk(field["type"], namespace)} for field in schema["fields"]
+            ]
+        elif kind == "array":
+            out["items"] = self.walk(schema["items"], namespace)
+        elif kind == "map":
+            out["values"] = self.walk(schema["values"], namespace)
+        return out
+
+
+def full_name(name: str, namespace: str) -> str:
+    return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+def jsonable(value: Any) -> Any:
+    """fastavro's Python values as JSON: bytes as Avro's JSON encoding writes them (one
+    code point per byte), decimals, times and UUIDs as strings."""
+    if isinstance(value, dict):
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    return value

@@ -1,0 +1,125 @@
+"""JSON Schema schemas: canonical forms, metaschema checks (Draft 7 and 2020-12),
+refusals, `$ref`s to referenced schemas by name, and records decoded."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from rustka.schema_registry.formats import SchemaError, compatibility_errors, decode, parse
+
+ORDER = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}, "note": {"type": "string", "maxLength": 10}},
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+
+def test_one_schema_spelled_two_ways_has_one_canonical_form() -> None:
+    again = (
+        '{"additionalProperties": false, "required": ["id"],\n'
+        '  "properties": {"note": {"maxLength": 10, "type": "string"},'
+        ' "id": {"type": "integer"}}, "type": "object"}'
+    )
+    first, second = parse("JSON", json.dumps(ORDER)), parse("JSON", again)
+    assert first.canonical() == second.canonical() == second.normalized()
+    assert first.schema_type == "JSON"
+    changed = dict(ORDER, required=["id", "note"])
+    assert parse("JSON", json.dumps(changed)).canonical() != first.canonical()
+
+
+def test_draft_2020_12_is_checked_against_its_own_metaschema() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "array",
+        "prefixItems": [{"type": "string"}],
+        "$defs": {"x": {"type": "integer"}},
+    }
+    parse("JSON", json.dumps(schema))
+    with pytest.raises(SchemaError, match=r"prefixItems"):
+        parse("JSON", json.dumps(dict(schema, prefixItems={"type": "string"})))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{nope", "not valid JSON"),
+        ('{"type": "strin"}', r"at \$\.type: 'strin' is not valid"),
+        ('{"properties": {"a": {"minimum": "1"}}}', r"at \$\.properties\.a\.minimum"),
+        ('{"$schema": "http://example.com/my-draft"}', "unknown JSON Schema draft"),
+        ('{"$ref": "missing.json"}', "'missing.json' does not resolve"),
+        ('{"$ref": "#/definitions/nothing"}', "does not resolve"),
+        ("[1, 2]", "an object or a boolean"),
+        ('{"properties": ' * 70 + "{}" + "}" * 70, "nests deeper than 64 levels"),
+        ("[" * 100_000 + "]" * 100_000, "nests deeper than 64 levels"),
+    ],
+)
+def test_invalid_schemas_are_refused_with_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(SchemaError, match=says):
+        parse("JSON", text)
+
+
+ADDRESS = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "definitions": {"zip": {"type": "string", "maxLength": 5}},
+}
+
+
+def person(address_ref: str = "address.json") -> str:
+    return json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "home": {"$ref": address_ref},
+                "zip": {"$ref": "address.json#/definitions/zip"},
+            },
+        }
+    )
+
+
+def test_refs_to_a_referenced_schema_resolve_by_its_name() -> None:
+    address = parse("JSON", json.dumps(ADDRESS))
+    with pytest.raises(SchemaError, match=r"\$ref 'address\.json.*' does not resolve"):
+        parse("JSON", person())
+    parsed = parse("JSON", person(), [("address.json", address)])
+    lookup = parsed.resolver.lookup("address.json#/definitions/zip")  # type: ignore[attr-defined]
+    assert lookup.contents == {"type": "string", "maxLength": 5}
+
+
+def test_compatibility_follows_refs_into_referenced_schemas() -> None:
+    v1 = parse("JSON", person(), [("address.json", parse("JSON", json.dumps(ADDRESS)))])
+    narrower = json.loads(json.dumps(ADDRESS))
+    narrower["definitions"]["zip"]["maxLength"] = 4
+    v2 = parse("JSON", person(), [("address.json", parse("JSON", json.dumps(narrower)))])
+    (error,) = compatibility_errors(v2, [v1], "BACKWARD")
+    assert error.startswith("MAX_LENGTH_DECREASED at #/properties/zip: maxLength 5 -> 4")
+    assert compatibility_errors(v2, [v1], "FORWARD") == []
+
+
+def test_local_refs_and_combinators() -> None:
+    old = {
+        "definitions": {"id": {"type": "integer"}},
+        "type": "object",
+        "properties": {"id": {"$ref": "#/definitions/id"}},
+    }
+    new = json.loads(json.dumps(old))
+    new["definitions"]["id"] = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
+    v1, v2 = parse("JSON", json.dumps(old)), parse("JSON", json.dumps(new))
+    assert compatibility_errors(v2, [v1], "BACKWARD") == []
+    (error,) = compatibility_errors(v2, [v1], "FORWARD")
+    assert error.startswith("TYPE_CHANGED at #/properties/id")
+
+
+def test_records_decode_to_their_json_value() -> None:
+    parsed = parse("JSON", json.dumps(ORDER))
+    value = {"id": 3, "note": "hello"}
+    jsonschema.validate(value, ORDER)
+    assert decode(parsed, json.dumps(value).encode()) == value
+    with pytest.raises(SchemaError, match="not JSON"):
+        decode(parsed, b'{"id": ')
+    with pytest.raises(SchemaError, match="not JSON"):
+        decode(parsed, b"\xff\xfe")
