@@ -193,7 +193,7 @@ async def test_protobuf_serializer_round_trip(registry: Registry) -> None:
     assert decoded == [("a-1", 250), ("b-2", 99)]
     status, latest = await registry.call("GET", "/subjects/payments-value/versions/latest")
     assert status == 200 and latest["schemaType"] == "PROTOBUF"
-    assert "message Payment" in latest["schema"]
+    assert "Payment" in latest["schema"]
 
 
 @pytest_twisted.ensureDeferred
