@@ -9,8 +9,9 @@ appends and then applies like any other record (docs/schema-registry.md,
 written by a Confluent registry means the same thing here, and the other way round.
 
 A SCHEMA record whose id already names a different schema is ignored, as Confluent's
-reader ignores it: the first writer of an id wins, and a writer whose record was
-ignored registers again under a fresh id (`Registry.outcome`).
+reader ignores it, and so is one for a subject's version that already holds another
+schema: the first writer wins, and a writer whose record was ignored registers again
+under a fresh id and version (`Registry.outcome`).
 """
 
 from __future__ import annotations
@@ -236,7 +237,12 @@ class Registry:
         )
         schema_id = int(v["id"])
         known = self.by_id.get(schema_id)
-        if known is not None and known != text:
+        held = versions.get(number)
+        if (known is not None and known != text) or (
+            held is not None and (held.id != schema_id or held.schema != text)
+        ):
+            # An id, or a subject's version, already names something else: the first
+            # record wins (in a cluster two brokers may append such records at once).
             if not versions:
                 del self.versions[subject]
             return False
@@ -451,6 +457,11 @@ class Registry:
             if version is not None and mode == "IMPORT"
             else (every[-1].version + 1 if every else 1)
         )
+        taken = self.versions.get(subject, {}).get(number)
+        if taken is not None:
+            raise not_permitted(
+                f"Subject {subject} version {number} already holds schema id {taken.id}"
+            )
         made = Version(subject, number, new_id, stored)
         return made, [(schema_key(subject, number), schema_value(made))]
 

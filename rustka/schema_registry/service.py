@@ -27,6 +27,7 @@ MAGIC = 0
 HEADER = struct.Struct(">bI")
 """Confluent's wire format: magic byte 0, then the schema id (big-endian int32)."""
 
+PARSED_KEPT = 1024
 _LOOPBACK = ("interface=127.", "interface=localhost", "interface=::1", "interface=\\:\\:1")
 
 _log = Logger(namespace="rustka.schema_registry")
@@ -60,6 +61,8 @@ class SchemaRegistryService(service.Service):
             guard = Guard(credentials, broker.access, basic=basic)
         self.site: RegistrySite = site(self.store, guard)
         self.opened: defer.Deferred[None] | None = None
+        self._parsed: dict[tuple[int, Any], Any] = {}
+        """Parsed schemas by id (and what the id names), so decoding parses each once."""
         self.listener: Any = None
         """The HTTP listener the tap binds for it (rustka.ops.tap)."""
         broker.known_schema_id = self.known_schema_id
@@ -96,7 +99,12 @@ class SchemaRegistryService(service.Service):
         if text is None:
             return None
         try:
-            parsed = registry.parse(text.schema_type, text.text, text.references, formats.parse)
+            parsed = self._parsed.get((schema_id, text))
+            if parsed is None:
+                parsed = registry.parse(text.schema_type, text.text, text.references, formats.parse)
+                if len(self._parsed) >= PARSED_KEPT:
+                    self._parsed.clear()
+                self._parsed[(schema_id, text)] = parsed
             decoded = formats.decode(parsed, bytes(value[HEADER.size :]))
         except (RegistryError, ValueError, TypeError, KeyError, IndexError, EOFError):
             return None

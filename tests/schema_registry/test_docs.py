@@ -106,8 +106,6 @@ async def test_every_curl_example_prints_what_the_page_shows(registry: Registry)
     results = await within(threads.deferToThread(run_all, registry.url, found), 120)
     transcript = os.environ.get("RUSTKA_DOC_TRANSCRIPT")
     if transcript:
-        Path(transcript).write_text(
-            "\n".join(f"$ {c}\n{got}\n" for c, _, got in results)
-        )
+        Path(transcript).write_text("\n".join(f"$ {c}\n{got}\n" for c, _, got in results))
     wrong: list[Any] = [(c, shown, got) for c, shown, got in results if not same(shown, got)]
     assert not wrong, wrong[0]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest_twisted
 
+from tests.conftest import RunningBroker
 from tests.schema_registry.conftest import Registry, start_registry
 
 USER = json.dumps(
@@ -233,3 +234,24 @@ async def test_state_survives_a_restart(data_dir: Path) -> None:
         assert topic.partitions[0].config.compact
     finally:
         await second.running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_503_until_schemas_is_replayed(broker: RunningBroker) -> None:
+    from twisted.internet import reactor, threads
+
+    from rustka.schema_registry.rest import site
+    from rustka.schema_registry.store import SchemaStore
+    from tests.schema_registry.conftest import http
+
+    store = SchemaStore(broker.broker, reactor)
+    port = reactor.listenTCP(0, site(store), interface="127.0.0.1")
+    url = f"http://127.0.0.1:{port.getHost().port}"
+    try:
+        status, body = await threads.deferToThread(http, "GET", url + "/subjects", None, {})
+        assert (status, body["error_code"]) == (503, 50003)
+        assert await threads.deferToThread(http, "GET", url + "/", None, {}) == (200, {})
+        await store.open()
+        assert await threads.deferToThread(http, "GET", url + "/subjects", None, {}) == (200, [])
+    finally:
+        await port.stopListening()
