@@ -115,16 +115,19 @@ class SchemaStore:
         finally:
             self._lock.release()
 
-    async def catch_up(self) -> None:
-        """Apply every record from ``position`` to the end of the log as it is now."""
+    async def catch_up(self, until: int = 0) -> None:
+        """Apply every record from ``position`` to the end of the log as it is now (and at
+        least to ``until``: a diskless partition's end as this broker last saw it may
+        trail a record just appended)."""
         start, end = self.broker.bounds(TOPIC, 0)
         self.position = max(self.position, start)
+        end = max(end, until)
         while self.position < end:
             result = await self.broker.read(TOPIC, 0, self.position, READ_BYTES)
             if not result.chunks:
                 break
             self.position = self._apply_chunks(b"".join(result.chunks), self.position)
-            end = result.high_watermark
+            end = max(result.high_watermark, until)
 
     def _apply_chunks(self, data: bytes, first: int) -> int:
         pos = 0
@@ -141,9 +144,11 @@ class SchemaStore:
             pos = end
         return position
 
-    async def _append(self, records: list[LogRecord]) -> None:
+    async def _append(self, records: list[LogRecord]) -> int:
+        """Append ``records`` in one batch; the offset after the last of them."""
         batch = encode_batch([Record(key, value) for key, value in records])
-        await self.broker.append(TOPIC, 0, batch, auto_create=False)
+        result = await self.broker.append(TOPIC, 0, batch, auto_create=False)
+        return int(result.last_offset) + 1
 
     # -- changes and reads ---------------------------------------------------------------
 
@@ -159,8 +164,7 @@ class SchemaStore:
             await self.catch_up()
             answer, records = command(self.registry)
             if records:
-                await self._append(records)
-                await self.catch_up()
+                await self.catch_up(until=await self._append(records))
             return answer
 
         result: T = await self._locked(run)
