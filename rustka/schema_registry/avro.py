@@ -52,7 +52,10 @@ class AvroSchema:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise SchemaError(f"invalid Avro schema: {describe(exc)}") from None
         self.fastavro_named = fastavro_named
-        self.tree = Canonicaliser(self.named).walk(raw, "")
+        try:
+            self.tree = Canonicaliser(self.named).walk(raw, "")
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaError(f"invalid Avro schema: cannot read {exc}") from None
         self._canonical = canonical_json(self.tree)
 
     def canonical(self) -> str:
@@ -90,7 +93,9 @@ class Canonicaliser:
 
     def walk(self, schema: Any, namespace: str) -> Any:
         if isinstance(schema, str):
-            return schema if schema in PRIMITIVES else full_name(schema, namespace)
+            if schema in PRIMITIVES:
+                return schema
+            return full_name(schema, namespace)
         if isinstance(schema, list):
             return [self.walk(branch, namespace) for branch in schema]
         kind = schema["type"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import referencing.exceptions
+
 from rustka.schema_registry.json_schema import JsonSchema
 
 if TYPE_CHECKING:
@@ -108,7 +110,12 @@ class Comparison:
         for _ in range(MAX_DEPTH):
             if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
                 break
-            resolved = resolver.lookup(schema["$ref"])
+            try:
+                resolved = resolver.lookup(schema["$ref"])
+            except referencing.exceptions.Unresolvable:
+                # Only refs under a nested $id escape the check at parse; what they
+                # point at is unknown, so it is taken as any document.
+                return True, resolver
             schema, resolver = resolved.contents, resolved.resolver
         return schema, resolver
 

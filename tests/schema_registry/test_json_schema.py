@@ -123,3 +123,14 @@ def test_records_decode_to_their_json_value() -> None:
         decode(parsed, b'{"id": ')
     with pytest.raises(SchemaError, match="not JSON"):
         decode(parsed, b"\xff\xfe")
+
+
+def test_a_ref_under_a_nested_id_is_taken_as_any_document() -> None:
+    """The check at parse skips refs whose base a nested `$id` changes; comparing such
+    a schema still answers, counting what the ref names as anything."""
+    schema = {"properties": {"n": {"$id": "http://example.com/n", "$ref": "elsewhere.json"}}}
+    parsed = parse("JSON", json.dumps(schema))
+    assert compatibility_errors(parsed, [parsed], "FULL") == []
+    narrower = {"properties": {"n": {"type": "string"}}}
+    (error,) = compatibility_errors(parse("JSON", json.dumps(narrower)), [parsed], "BACKWARD")
+    assert error.startswith("TYPE_NARROWED at #/properties/n")

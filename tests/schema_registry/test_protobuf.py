@@ -169,6 +169,7 @@ def test_a_change_inside_a_referenced_message_is_seen() -> None:
         ('syntax = "proto3";\nmessage M { string s = 1; int32 t = 1; }', "has already been used"),
         ('syntax = "proto9";', "proto9"),
         ("Zm9vYmFy", "no serialized FileDescriptorProto"),
+        ("CgA=", "no serialized FileDescriptorProto: it declares nothing"),
         ('syntax = "proto3";\nimport "nowhere.proto";', "nowhere.proto"),
     ],
 )
