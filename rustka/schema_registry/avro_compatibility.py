@@ -10,6 +10,8 @@ from typing import Any
 
 from rustka.schema_registry.avro import NAMED_KINDS, PRIMITIVES, AvroSchema
 
+COMPLEX_KINDS = PRIMITIVES | NAMED_KINDS | {"array", "map"}
+
 # What a writer's primitive may be read as, besides itself.
 PROMOTIONS = {
     "int": {"long", "float", "double"},
@@ -109,9 +111,19 @@ class Resolution:
 
 
 def resolve(schema: Any, named: dict[str, Any]) -> Any:
-    if isinstance(schema, str) and schema not in PRIMITIVES:
-        return named[schema]
-    return schema
+    """The schema a name or a wrapper (`{"type": {...}}`, `{"type": "com.acme.T", ...}`)
+    stands for; primitives, unions and complex types stand for themselves."""
+    while True:
+        if isinstance(schema, str):
+            if schema in PRIMITIVES:
+                return schema
+            schema = named[schema]  # a named type's definition: a dict of a named kind
+        elif isinstance(schema, dict) and not (
+            isinstance(schema["type"], str) and schema["type"] in COMPLEX_KINDS
+        ):
+            schema = schema["type"]
+        else:
+            return schema
 
 
 def kind(schema: Any) -> str:
@@ -119,7 +131,8 @@ def kind(schema: Any) -> str:
         return "union"
     if isinstance(schema, str):
         return schema
-    return "record" if schema["type"] == "error" else schema["type"]
+    # resolve() leaves only dicts whose type is a primitive or a complex kind.
+    return "record" if schema["type"] == "error" else str(schema["type"])
 
 
 def full(schema: dict[str, Any]) -> str:

@@ -140,6 +140,10 @@ def from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
         file.ParseFromString(raw)
     except DecodeError as exc:
         raise SchemaError(f"the base64 text is no serialized FileDescriptorProto: {exc}") from None
+    if not (file.name or file.package or file.message_type or file.enum_type or file.service):
+        raise SchemaError(
+            "the base64 text is no serialized FileDescriptorProto: it declares nothing"
+        )
     return file
 
 

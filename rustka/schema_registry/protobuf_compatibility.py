@@ -163,6 +163,15 @@ class Diff:
                     f" {type_label(original)}, is {type_label(update)}, which do not read"
                     " each other"
                 )
+            elif is_repeated(original) != is_repeated(update) and (
+                SCALAR_GROUPS.get(original.type) != "string or bytes"
+            ):
+                # Repeated numbers are packed into one length-delimited run, which a
+                # singular field cannot read; a repeated string is just the field again.
+                self.found.append(
+                    f"FIELD_NUMERIC_LABEL_CHANGED at {path}: {original.name!r} was"
+                    f" {label(original)}, is {label(update)}"
+                )
         elif original_kind == "map":
             original_entry = self.original_types.messages[original.type_name][0]
             update_entry = self.update_types.messages[update.type_name][0]
@@ -215,6 +224,14 @@ def group_by_oneof(members: dict[int, str]) -> dict[str, list[int]]:
     for number, name in members.items():
         groups.setdefault(name, []).append(number)
     return groups
+
+
+def is_repeated(field: FieldProto) -> bool:
+    return field.label == FieldProto.LABEL_REPEATED
+
+
+def label(field: FieldProto) -> str:
+    return "repeated" if is_repeated(field) else "singular"
 
 
 def type_label(field: FieldProto) -> str:

@@ -184,3 +184,65 @@ def test_bytes_that_are_not_the_schemas_record_are_refused() -> None:
         decode(parsed, good[:-2])
     with pytest.raises(SchemaError, match="1 bytes are left"):
         decode(parsed, good + b"\x00")
+
+
+NODE = {
+    "type": "record",
+    "name": "Node",
+    "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}],
+}
+
+
+def test_deeply_nested_data_of_a_recursive_schema_is_refused_not_a_crash() -> None:
+    """fastavro's compiled reader overflows the C stack on such data (the process dies
+    of a segfault); the schema's records go through the pure-Python reader instead."""
+    parsed = parse("AVRO", json.dumps(NODE))
+    assert parsed.recursive  # type: ignore[attr-defined]
+    assert not parse("AVRO", json.dumps(USER)).recursive  # type: ignore[attr-defined]
+    short = encode(NODE, {"v": 1, "next": {"v": 2, "next": None}})
+    assert decode(parsed, short) == {"v": 1, "next": {"v": 2, "next": None}}
+    deep = b"\x00\x02" * 300_000 + b"\x00\x00"
+    with pytest.raises(SchemaError, match="not Avro"):
+        decode(parsed, deep)
+
+
+def test_mutually_recursive_types_through_a_reference_are_found() -> None:
+    tree = {
+        "type": "record",
+        "name": "Tree",
+        "fields": [
+            {
+                "name": "kids",
+                "type": {
+                    "type": "map",
+                    "values": {
+                        "type": "record",
+                        "name": "Branch",
+                        "fields": [{"name": "t", "type": "Tree"}],
+                    },
+                },
+            }
+        ],
+    }
+    assert parse("AVRO", json.dumps(tree)).recursive  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        "null",
+        {"type": "record", "name": "Empty", "fields": []},
+        {"type": "fixed", "name": "Nothing", "size": 0},
+    ],
+)
+def test_arrays_of_items_that_take_no_bytes_are_not_decoded(items: Any) -> None:
+    """A block count of 2**62 nulls is two bytes long; decoding it would never end."""
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "a", "type": {"type": "array", "items": items}}],
+    }
+    parsed = parse("AVRO", json.dumps(schema))
+    with pytest.raises(SchemaError, match="not decoded"):
+        decode(parsed, b"\xfe\xff\xff\xff\xff\xff\xff\xff\x7f\x00")
+    compatibility_errors(parsed, [parsed], "FULL")  # still a schema the registry holds

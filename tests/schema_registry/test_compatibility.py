@@ -215,6 +215,14 @@ CASES: dict[tuple[str, str], tuple[str, str]] = {
         proto("message N { int32 x = 1; } message M { int32 a = 1; }"),
         proto("message N { int32 x = 1; } message M { N a = 1; }"),
     ),
+    ("Protobuf", "int32 field made repeated"): (
+        proto("message M { int32 a = 1; }"),
+        proto("message M { repeated int32 a = 1; }"),
+    ),
+    ("Protobuf", "string field made repeated"): (
+        proto("message M { string a = 1; }"),
+        proto("message M { repeated string a = 1; }"),
+    ),
     ("Protobuf", "message removed"): (
         proto("message M { int32 a = 1; } message N { int32 x = 1; }"),
         proto("message M { int32 a = 1; }"),

@@ -123,3 +123,79 @@ def test_records_decode_to_their_json_value() -> None:
         decode(parsed, b'{"id": ')
     with pytest.raises(SchemaError, match="not JSON"):
         decode(parsed, b"\xff\xfe")
+
+
+def test_a_ref_under_a_nested_id_is_taken_as_any_document() -> None:
+    """The check at parse skips refs whose base a nested `$id` changes; comparing such
+    a schema still answers, counting what the ref names as anything."""
+    schema = {"properties": {"n": {"$id": "http://example.com/n", "$ref": "elsewhere.json"}}}
+    parsed = parse("JSON", json.dumps(schema))
+    assert compatibility_errors(parsed, [parsed], "FULL") == []
+    narrower = {"properties": {"n": {"type": "string"}}}
+    (error,) = compatibility_errors(parse("JSON", json.dumps(narrower)), [parsed], "BACKWARD")
+    assert error.startswith("TYPE_NARROWED at #/properties/n")
+
+
+def kinds(new: dict[str, object], old: dict[str, object], level: str = "BACKWARD") -> list[str]:
+    errors = compatibility_errors(
+        parse("JSON", json.dumps(new)), [parse("JSON", json.dumps(old))], level
+    )
+    return [error.split(":")[0] for error in errors]
+
+
+def test_partially_open_content_models() -> None:
+    """`additionalProperties` as a schema: a property added or removed is fine when
+    that schema reads it, and not when it does not."""
+    strings = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "additionalProperties": {"type": "string"},
+    }
+    with_b = json.loads(json.dumps(strings))
+    with_b["properties"]["b"] = {"type": "string"}
+    with_int_b = json.loads(json.dumps(strings))
+    with_int_b["properties"]["b"] = {"type": "integer"}
+    assert kinds(with_b, strings) == []
+    assert kinds(with_int_b, strings) == [
+        "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL at #/properties/b"
+    ]
+    assert kinds(strings, with_b) == []
+    assert kinds(strings, with_int_b) == [
+        "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL at #/properties/b"
+    ]
+    closed = dict(strings, additionalProperties=False)
+    assert kinds(closed, strings) == ["ADDITIONAL_PROPERTIES_REMOVED at #/additionalProperties"]
+
+
+def test_nested_changes_carry_their_path() -> None:
+    old = {
+        "type": "object",
+        "properties": {
+            "o": {
+                "type": "object",
+                "properties": {"n": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+            }
+        },
+    }
+    new = json.loads(json.dumps(old))
+    new["properties"]["o"]["properties"]["n"]["items"]["minimum"] = 1
+    assert kinds(new, old) == ["MINIMUM_INCREASED at #/properties/o/properties/n/items"]
+    assert kinds(new, old, "FORWARD") == []
+
+
+def test_required_with_a_default_and_combined_types() -> None:
+    old = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    new = dict(old, required=["a"])
+    assert kinds(new, old) == ["REQUIRED_ATTRIBUTE_ADDED at #/required"]
+    defaulted = json.loads(json.dumps(new))
+    defaulted["properties"]["a"]["default"] = ""
+    assert kinds(defaulted, old) == []
+    # A union gaining a branch reads more; one losing a branch reads less.
+    two = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    three = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}
+    assert kinds(three, two) == []
+    assert kinds(two, three) == ["SUM_TYPE_NARROWED at #"]
+    # allOf gaining a constraint reads less.
+    assert kinds(
+        {"allOf": [{"type": "string"}, {"maxLength": 3}]}, {"allOf": [{"type": "string"}]}
+    ) == ["PRODUCT_TYPE_EXTENDED at #"]

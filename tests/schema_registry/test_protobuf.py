@@ -5,7 +5,11 @@ schemas, refusals, and records decoded after Confluent's message-index list."""
 from __future__ import annotations
 
 import base64
+import importlib.util
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,6 +173,7 @@ def test_a_change_inside_a_referenced_message_is_seen() -> None:
         ('syntax = "proto3";\nmessage M { string s = 1; int32 t = 1; }', "has already been used"),
         ('syntax = "proto9";', "proto9"),
         ("Zm9vYmFy", "no serialized FileDescriptorProto"),
+        ("CgA=", "no serialized FileDescriptorProto: it declares nothing"),
         ('syntax = "proto3";\nimport "nowhere.proto";', "nowhere.proto"),
     ],
 )
@@ -181,3 +186,66 @@ def test_invalid_schemas_are_refused_with_what_is_wrong(text: str, says: str) ->
 def test_schema_text_over_the_bound_is_refused_before_protoc_runs() -> None:
     with pytest.raises(SchemaError, match="over 1048576 bytes"):
         ProtobufSchema('syntax = "proto3";\n' + "// x\n" * (1 << 19))
+
+
+GENERATED = {
+    "rustka_formats_test_order.proto": """
+syntax = "proto3";
+package generated.shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  string item_name = 2;
+  google.protobuf.Timestamp at = 3;
+  message Line { int32 count = 1; string sku_code = 2 [json_name = "SKU"]; }
+  repeated Line lines = 4;
+  map<string, int32> tallies = 5;
+  oneof payment { string card = 6; string cash = 7; }
+  optional int32 maybe = 8;
+}
+""",
+    "rustka_formats_test_legacy.proto": """
+syntax = "proto2";
+package generated.old;
+message Legacy {
+  required int32 a = 1;
+  optional string b = 2 [default = "x"];
+  enum K { ONE = 1; }
+  optional K k = 3;
+}
+""",
+}
+
+
+@pytest.mark.parametrize("file_name", sorted(GENERATED))
+def test_a_protoc_generated_modules_descriptor_matches_its_proto_text(
+    tmp_path: Path, file_name: str
+) -> None:
+    """What an application's ProtobufSerializer registers is its generated `_pb2`
+    module's descriptor (protoc's Python output, which leaves out what
+    --descriptor_set_out keeps, JSON names among them): it parses to the canonical
+    form of the .proto text it was generated from."""
+    (tmp_path / file_name).write_text(GENERATED[file_name])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{tmp_path}",
+            f"--python_out={tmp_path}",
+            file_name,
+        ],
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    module_path = tmp_path / file_name.replace(".proto", "_pb2.py")
+    spec = importlib.util.spec_from_file_location(module_path.stem, module_path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    registered = base64.standard_b64encode(module.DESCRIPTOR.serialized_pb).decode()
+    assert (
+        parse("PROTOBUF", registered).canonical()
+        == parse("PROTOBUF", GENERATED[file_name]).canonical()
+    )
