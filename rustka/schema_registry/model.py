@@ -377,6 +377,26 @@ class Registry:
         except (ValueError, TypeError, KeyError, RecursionError) as e:
             raise invalid_schema(f"{type(e).__name__}: {e}") from None
 
+    def storable(
+        self,
+        parsed: ParsedSchema,
+        text: str,
+        references: Sequence[Reference],
+        parse: Parse,
+        normalize: bool = False,
+    ) -> str:
+        """The text a version keeps: the canonical (or normalized) form when it parses
+        back to a schema, else the text as registered, since every stored text is parsed
+        again (compatibility checks, references, decoding)."""
+        form = parsed.normalized() if normalize else parsed.canonical()
+        if form == text:
+            return form
+        try:
+            self.parse(parsed.schema_type, form, references, parse)
+        except RegistryError:
+            return text
+        return form
+
     def parsed(self, version: Version, parse: Parse) -> ParsedSchema:
         return self.parse(
             version.schema.schema_type, version.schema.text, version.schema.references, parse
@@ -424,11 +444,8 @@ class Registry:
         if schema_id is not None and schema_id >= 0 and mode != "IMPORT":
             raise not_permitted(f"Subject {subject} is not in import mode")
         parsed = self.parse(schema_type, text, references, parse)
-        stored = SchemaText(
-            schema_type,
-            parsed.normalized() if normalize else parsed.canonical(),
-            tuple(references),
-        )
+        form = self.storable(parsed, text, references, parse, normalize)
+        stored = SchemaText(schema_type, form, tuple(references))
         existing = self.find(subject, stored)
         if existing is not None and (schema_id is None or schema_id == existing.id):
             return existing, []
@@ -483,9 +500,10 @@ class Registry:
         if subject not in self.versions:
             raise subject_not_found(subject)
         parsed = self.parse(schema_type, text, references, parse)
-        for form in (
-            (parsed.canonical(), parsed.normalized()) if normalize else (parsed.canonical(),)
-        ):
+        forms = [parsed.canonical(), text]
+        if normalize:
+            forms.insert(1, parsed.normalized())
+        for form in forms:
             found = self.find(subject, SchemaText(schema_type, form, tuple(references)), deleted)
             if found is not None:
                 return found

@@ -61,9 +61,8 @@ def http(method: str, url: str, body: Any, headers: dict[str, str]) -> tuple[int
 
 
 async def start_registry(data_dir: Path, **settings: Any) -> Registry:
-    running = await start_broker(
-        data_dir, schema_registry_listen="tcp:0:interface=127.0.0.1", **settings
-    )
+    settings.setdefault("schema_registry_listen", "tcp:0:interface=127.0.0.1")
+    running = await start_broker(data_dir, **settings)
     registry = Registry(running)
     await within(registry.service.listener.listening)
     await within(registry.service.when_ready())

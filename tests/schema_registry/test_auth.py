@@ -113,3 +113,56 @@ def test_basic_without_tls_off_loopback_is_refused(data_dir: Path) -> None:
     )
     with pytest.raises(ConfigError, match="ssl: endpoint or bound to loopback"):
         build_service(config, reactor)
+
+
+def tls_client_round_trip(url: str, ca: str) -> tuple[int, list[str], str]:
+    """confluent-kafka's client over HTTPS with Basic credentials, as an application."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    conf = {"url": url, "ssl.ca.location": ca, "basic.auth.user.info": "alice:alice-secret"}
+    with SchemaRegistryClient(conf) as client:
+        schema_id = client.register_schema("orders-value", Schema(SCHEMA, "AVRO"))
+        subjects = client.get_subjects()
+    wrong = dict(conf, **{"basic.auth.user.info": "alice:wrong"})
+    with SchemaRegistryClient(wrong) as client:
+        try:
+            client.get_subjects()
+            refusal = "accepted"
+        except SchemaRegistryError as e:
+            refusal = str(e.http_status_code)
+    return schema_id, subjects, refusal
+
+
+@pytest.mark.clients
+# Twisted's ssl: endpoint still hands pyOpenSSL X509 objects over (as tests/test_tls.py says).
+@pytest.mark.filterwarnings(
+    "ignore:Passing pyOpenSSL X509 objects is deprecated:DeprecationWarning",
+    "ignore:Passing pyOpenSSL PKey objects is deprecated:DeprecationWarning",
+)
+@pytest_twisted.ensureDeferred
+async def test_basic_over_tls_with_confluent_kafkas_client(tmp_path: Path) -> None:
+    from twisted.internet import threads
+
+    from tests.test_tls import make_certificate
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = CredentialStore(data_dir / "credentials")
+    store.upsert(
+        "alice", "SCRAM-SHA-512", derive_credential(MECHANISMS["SCRAM-SHA-512"], "alice-secret")
+    )
+    key, cert = make_certificate(tmp_path / "tls")
+    made = await start_registry(
+        data_dir,
+        schema_registry_listen=f"ssl:0:interface=0.0.0.0:privateKey={key}:certKey={cert}",
+        schema_registry_authentication="basic",
+    )
+    try:
+        url = f"https://127.0.0.1:{made.port}"
+        schema_id, subjects, refusal = await within(
+            threads.deferToThread(tls_client_round_trip, url, str(cert)), 60
+        )
+        assert (schema_id, subjects, refusal) == (1, ["orders-value"], "401")
+    finally:
+        await made.running.stop()
