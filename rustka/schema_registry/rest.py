@@ -32,7 +32,7 @@ from rustka.schema_registry.model import (
     subject_not_found,
 )
 from rustka.schema_registry.store import SchemaStore
-from rustka.security.acl import Operation, ResourceType
+from rustka.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 MAX_BODY = 2 * 1024 * 1024
 """The largest request body read (2 MiB); a schema is at most formats.MAX_SCHEMA_BYTES."""
@@ -268,6 +268,11 @@ class RegistryResource(resource.Resource):
 
     @staticmethod
     def _body(request: server.Request) -> dict[str, Any]:
+        kind = request.getHeader(b"content-type")
+        if kind is not None:
+            name = (kind.decode("latin-1") if isinstance(kind, bytes) else kind).split(";")[0]
+            if name.strip().lower() not in ACCEPTED_TYPES:
+                raise RegistryError(415, 415, f"HTTP 415 Unsupported Media Type: {name}")
         content = request.content
         raw = content.read() if content is not None else b""
         if not raw.strip():
@@ -320,9 +325,7 @@ class RegistryResource(resource.Resource):
         self._allow(request, principal, operation, ResourceType.TOPIC, topic_of(subject))
 
     def _cluster(self, request: server.Request, principal: str | None) -> None:
-        self._allow(
-            request, principal, Operation.ALTER_CONFIGS, ResourceType.CLUSTER, "kafka-cluster"
-        )
+        self._allow(request, principal, Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def _visible(
         self, request: server.Request, principal: str | None, versions: Sequence[Version]

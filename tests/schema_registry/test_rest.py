@@ -95,6 +95,17 @@ async def test_errors_carry_confluent_codes(registry: Registry) -> None:
     )
     assert status == 200 and body == {"is_compatible": True}
     assert (await registry.call("GET", "/no/such/path"))[0] == 404
+    status, body = await registry.call(
+        "POST",
+        "/subjects/s/versions",
+        {"schema": USER},
+        {"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert (status, body["error_code"]) == (415, 415)
+    plain = await registry.call(
+        "POST", "/subjects/s", {"schema": USER}, {"Content-Type": "application/json"}
+    )
+    assert plain[0] == 200
 
 
 @pytest_twisted.ensureDeferred
