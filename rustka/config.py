@@ -167,6 +167,13 @@ is set. Anyone who reaches it can read every record: keep it on loopback
 grow or delete a topic, reset a group's offsets) also need the token in
 console_token_file and, with authorizer_enabled, ACLs for console_principal.""",
 )
+_SCHEMA_REGISTRY = Group(
+    "Schema registry",
+    """\
+A Confluent-compatible schema registry inside the broker (docs/schema-registry.md),
+off unless schema_registry_listen is set. Its state is the _schemas topic. Serve it
+over TLS with an ssl: endpoint, as any other listener.""",
+)
 _DISKLESS = Group(
     "Diskless topics",
     """\
@@ -802,6 +809,22 @@ class Config:
         _CONSOLE,
         example="console.example.com",
     )
+    schema_registry_listen: str | None = setting(
+        Kind.STRING,
+        None,
+        "The schema registry's HTTP listener (off unless set); an ssl: endpoint serves TLS.",
+        _SCHEMA_REGISTRY,
+        optional=True,
+        example="tcp:8081:interface=127.0.0.1",
+    )
+    schema_registry_authentication: str = setting(
+        Kind.CHOICE,
+        "none",
+        '"basic": HTTP Basic credentials checked against the broker\'s SCRAM users '
+        '(only on an ssl: or loopback listener); "none": anyone who reaches it.',
+        _SCHEMA_REGISTRY,
+        choices=("none", "basic"),
+    )
     listen_security: str = setting(
         Kind.LIST,
         "",
@@ -1381,6 +1404,22 @@ class TopicOnlyConfigs:
         "cannot change afterwards.",
         _TOPIC_ONLY,
         topic_config="diskless.enable",
+    )
+    confluent_value_schema_validation: bool = setting(
+        Kind.BOOL,
+        False,
+        "Refuse (INVALID_RECORD) a produced record whose value does not start with "
+        "Confluent's framing and a schema id the broker's schema registry knows "
+        '(docs/schema-registry.md, "Validation on produce").',
+        _TOPIC_ONLY,
+        topic_config="confluent.value.schema.validation",
+    )
+    confluent_key_schema_validation: bool = setting(
+        Kind.BOOL,
+        False,
+        "As confluent.value.schema.validation, for record keys.",
+        _TOPIC_ONLY,
+        topic_config="confluent.key.schema.validation",
     )
 
 

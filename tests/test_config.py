@@ -276,6 +276,9 @@ KAFKA_TOPIC_CONFIGS = {
     "cleanup.policy": ("LIST", "delete"),
     "compression.gzip.level": ("INT", "-1"),
     "compression.lz4.level": ("INT", "9"),
+    # Confluent Server's schema validation (docs/schema-registry.md)
+    "confluent.key.schema.validation": ("BOOLEAN", "false"),
+    "confluent.value.schema.validation": ("BOOLEAN", "false"),
     "compression.type": ("STRING", "producer"),
     "compression.zstd.level": ("INT", "3"),
     "delete.retention.ms": ("LONG", "86400000"),
@@ -478,6 +481,8 @@ def test_every_topic_config_rustka_does_not_apply_says_so() -> None:
         "file.delete.delay.ms",
         "compression.type",
         "diskless.enable",
+        "confluent.key.schema.validation",
+        "confluent.value.schema.validation",
     }
     for key, declared in TOPIC_CONFIGS.items():
         assert bool(declared.effect) == (key not in applied), key

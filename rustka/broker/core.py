@@ -244,6 +244,9 @@ class Broker:
         self._pool_quiet: list[defer.Deferred[None]] = []
         # Commits of deleted topics that opening the storage tombstoned (for the log).
         self._orphans_dropped: list[tuple[str, str, int]] = []
+        self.known_schema_id: Callable[[int], bool] | None = None
+        """Set by the schema registry's wiring (docs/schema-registry.md): whether a
+        schema id is registered, for topics with confluent.*.schema.validation."""
 
     # -- state -------------------------------------------------------------------
 
@@ -341,6 +344,7 @@ class Broker:
                 self._forget_topic,
             )
             self.appends.diskless = self.diskless.writer
+            self.diskless.writer.known_schema_id = self._known_schema_id
             self.diskless.start()
             from rustka.broker.cluster import ClusterMember
 
@@ -634,9 +638,15 @@ class Broker:
         """The serial lane that owns writes to one partition."""
         return self.lanes.lane(topic, partition)
 
+    def _known_schema_id(self, schema_id: int) -> bool:
+        """For topics with schema validation: the schema registry's answer (none without
+        a registry: every id is unknown)."""
+        known = self.known_schema_id
+        return known is not None and known(schema_id)
+
     def _lane_writer(self, topic: str, partition: int) -> WriteMany:
         """A new lane's writer; raises for a partition that does not exist."""
-        return lane_writer(self.partition(topic, partition))
+        return lane_writer(self.partition(topic, partition), self._known_schema_id)
 
     # -- appends ---------------------------------------------------------------------------
 

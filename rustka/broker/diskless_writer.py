@@ -19,6 +19,7 @@ a retriable error; nothing of it was acknowledged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,8 @@ class DisklessWriter:
         self._idle: list[defer.Deferred[None]] = []
         self.flushes = 0
         """Uploads started (each one object and one commit)."""
+        self.known_schema_id: Callable[[int], bool] | None = None
+        """For topics with schema validation (`rustka.broker.produce.prepare_batches`)."""
 
     def append_to(
         self, plog: DisklessPartition, item: Item, on_result: OnResult, context: Any
@@ -109,7 +112,7 @@ class DisklessWriter:
         self._buffer = _Buffer()
         self._flushing = True
         self.flushes += 1
-        self._io.run_then(self._flushed, queued, _flush, self.engine, queued)
+        self._io.run_then(self._flushed, queued, _flush, self.engine, queued, self.known_schema_id)
 
     def _flushed(self, results: list[AppendInfo] | Failure, queued: list[_Queued]) -> None:
         self._flushing = False
@@ -146,7 +149,11 @@ class DisklessWriter:
         return d
 
 
-def _flush(engine: DisklessEngine, queued: list[_Queued]) -> list[AppendInfo]:
+def _flush(
+    engine: DisklessEngine,
+    queued: list[_Queued],
+    known_schema_id: Callable[[int], bool] | None = None,
+) -> list[AppendInfo]:
     """On the pool: validate each partition's appends, then one upload and one commit."""
     groups: dict[DisklessPartition, list[int]] = {}
     for index, entry in enumerate(queued):
@@ -154,7 +161,7 @@ def _flush(engine: DisklessEngine, queued: list[_Queued]) -> list[AppendInfo]:
     writes: list[PartitionWrite] = []
     prepared = []
     for plog, indexes in groups.items():
-        ready = prepare_batches(plog.config, [queued[i].item for i in indexes])
+        ready = prepare_batches(plog.config, [queued[i].item for i in indexes], known_schema_id)
         prepared.append((plog, indexes, ready))
         writes.append(
             PartitionWrite(

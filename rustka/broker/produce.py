@@ -46,12 +46,14 @@ from rustka.record.batch import (
     BatchHeader,
     Record,
     accept_batches,
+    decode_records,
     encode_batch,
     ms_now,
     parse_header,
     restamp_batches,
 )
 from rustka.record.compression import codec_of
+from rustka.record.header import CONTROL_BIT
 from rustka.storage.log_append import AppendInfo
 from rustka.storage.log_config import LogConfig
 from rustka.storage.partition_store import PartitionStore
@@ -144,9 +146,14 @@ class AppendsCore(Protocol):
         """Create ``name`` with the default partitions, or raise why it may not be."""
 
 
-def lane_writer(plog: PartitionStore) -> WriteMany:
+SchemaIdCheck = Callable[[int], bool]
+"""Whether a schema id is known to the schema registry (docs/schema-registry.md,
+"Validation on produce"); handed to the broker by the registry's wiring."""
+
+
+def lane_writer(plog: PartitionStore, known_schema_id: SchemaIdCheck | None = None) -> WriteMany:
     """The ``write_many`` of a partition's lane: `write_batches` on its log."""
-    return functools.partial(write_batches, plog)
+    return functools.partial(write_batches, plog, known_schema_id=known_schema_id)
 
 
 class Appends:
@@ -380,14 +387,16 @@ class Appends:
 
 
 def write_batches(
-    plog: PartitionStore, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
+    plog: PartitionStore,
+    items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]],
+    known_schema_id: SchemaIdCheck | None = None,
 ) -> list[AppendInfo]:
     """Runs on the pool: one coalesced write (and fsync) for queued appends.
 
     The items are made ready by `prepare_batches`; refused payloads answer with
     their error and are left out of the write.
     """
-    prepared = prepare_batches(plog.config, items)
+    prepared = prepare_batches(plog.config, items, known_schema_id)
     results = plog.append_many(prepared.payloads, prepared.headers) if prepared.payloads else []
     return prepared.answers(results)
 
@@ -419,7 +428,9 @@ class PreparedBatches:
 
 
 def prepare_batches(
-    config: LogConfig, items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]]
+    config: LogConfig,
+    items: list[tuple[bytes, list[tuple[int, BatchHeader]] | int]],
+    known_schema_id: SchemaIdCheck | None = None,
 ) -> PreparedBatches:
     """Runs on the pool: validate, stamp and recompress queued appends for one write.
 
@@ -436,7 +447,12 @@ def prepare_batches(
     one broker time, which the results carry; compression.type other than
     producer rebuilds batches in that codec. Both storage engines take what
     this makes (`write_batches`, rustka/broker/diskless_writer.py).
+
+    With confluent.value.schema.validation (or .key.) on, every record's value (key)
+    must be framed as Confluent's serializers frame it, with a schema id
+    ``known_schema_id`` knows; anything else refuses its payload (INVALID_RECORD).
     """
+    framed = config.confluent_value_schema_validation or config.confluent_key_schema_validation
     require_keys = config.compact
     stamp = config.message_timestamp_type == "LogAppendTime"
     codec = _topic_codec(config)
@@ -465,9 +481,47 @@ def prepare_batches(
             payload, checked = restamp_batches(
                 payload, checked, codec=codec, log_append_time=now if stamp else None
             )
+        if framed:
+            unframed = _unframed(config, payload, checked, known_schema_id)
+            if unframed is not None:
+                refused[index] = AppendInfo(-1, -1, error=InvalidBatch(unframed))
+                continue
         payloads.append(payload)
         headers.append(checked)
     return PreparedBatches(len(items), payloads, headers, refused, now if stamp else None)
+
+
+def _unframed(
+    config: LogConfig,
+    payload: bytes,
+    checked: list[tuple[int, BatchHeader]],
+    known_schema_id: SchemaIdCheck | None,
+) -> str | None:
+    """Why a payload breaks its topic's schema validation, or None when it does not:
+    Confluent's framing is magic byte 0 and a 4-byte big-endian schema id."""
+    parts = []
+    if config.confluent_value_schema_validation:
+        parts.append("value")
+    if config.confluent_key_schema_validation:
+        parts.append("key")
+    for pos, header in checked:
+        if header.attributes & CONTROL_BIT:
+            continue
+        for record in decode_records(payload, pos, verify=False):
+            for part in parts:
+                data = record.value if part == "value" else record.key
+                if data is None or len(data) < 5 or data[0] != 0:
+                    return (
+                        f"Record {part} is not framed with a schema id (magic byte 0, then 4 "
+                        f"bytes), as confluent.{part}.schema.validation requires"
+                    )
+                schema_id = int.from_bytes(data[1:5], "big")
+                if known_schema_id is None or not known_schema_id(schema_id):
+                    return (
+                        f"Record {part} names schema id {schema_id}, which the schema "
+                        "registry does not know"
+                    )
+    return None
 
 
 def _topic_codec(config: LogConfig) -> int | None:

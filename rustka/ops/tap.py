@@ -106,6 +106,7 @@ class BrokerTree(service.MultiService):
         self.metrics: Listener | None = None
         self.manhole: Listener | None = None
         self.console: Any = None
+        self.schema_registry: Any = None
         self.failure: Failure | None = None
         self._storage: defer.Deferred[None] | None = None
         self._storage_waiters: list[defer.Deferred[None]] = []
@@ -221,6 +222,8 @@ def build_service(
             config, top.broker, top.factory, reactor, backlog, kafka_factory=top.kafka_factory
         )
         top.console.setServiceParent(top)
+    if config.schema_registry_listen:
+        top.schema_registry = schema_registry_service(top, config, reactor, backlog)
     if config.manhole:
         from rustka.ops.manhole import admin_namespace, manhole_service
 
@@ -251,6 +254,27 @@ def build_service(
         wait_for.append(joined)
     NotifyService(wait_for=wait_for).setServiceParent(top)
     return top
+
+
+def schema_registry_service(
+    top: BrokerTree, config: Config, reactor: Any, backlog: int | None = None
+) -> Any:
+    """The schema registry (docs/schema-registry.md) on ``schema_registry_listen``; it
+    replays ``_schemas`` once the storage is open and answers 503 until then."""
+    from rustka.schema_registry.service import SchemaRegistryService
+
+    registry = SchemaRegistryService(config, top.broker, reactor, top.authenticator.store)
+    assert config.schema_registry_listen is not None
+    registry.listener = Listener(
+        config.schema_registry_listen,
+        "schema_registry_listen",
+        registry.site,
+        reactor,
+        backlog=backlog,
+    )
+    registry.setServiceParent(top)
+    registry.listener.setServiceParent(top)
+    return registry
 
 
 def _join_cluster(top: BrokerTree, config: Config) -> defer.Deferred[Any] | None:

@@ -50,6 +50,10 @@ class LogConfig:
     #: Kafka's diskless.enable (KIP-1150): the partitions live in the object store and
     #: the catalog (rustka/storage/diskless/), not in segments.
     diskless_enable: bool = False
+    #: Confluent's confluent.value.schema.validation and confluent.key.schema.validation:
+    #: each record's value (key) must carry a schema id the schema registry knows.
+    confluent_value_schema_validation: bool = False
+    confluent_key_schema_validation: bool = False
 
     @property
     def compact(self) -> bool:

@@ -144,7 +144,7 @@ async def test_create_topics_stores_configs_and_describe_reports_their_source(
     result = await describe(k, TOPIC, "c")
     assert result["error_code"] == 0
     entries = configs(result)
-    assert len(entries) == 37
+    assert len(entries) == 39
     policy = entries["cleanup.policy"]
     assert (policy["value"], policy["config_source"], policy["read_only"]) == (
         "compact",

@@ -129,7 +129,7 @@ async def test_confluent_kafka_admin_creates_describes_and_alters_topic_configs(
     assert got["listed"] == ["ck-state"]
     topic_source, default_source = got["sources"]
     described = got["described"]
-    assert len(described) == 37
+    assert len(described) == 39
     assert described["cleanup.policy"] == ("compact,delete", topic_source, False, False)
     assert described["retention.ms"] == ("604800000", default_source, False, True)
     assert got["after_incremental"] == {"retention.ms": "-1", "cleanup.policy": "compact"}

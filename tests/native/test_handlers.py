@@ -250,7 +250,7 @@ async def test_topic_configs_are_created_altered_and_described(broker: RunningBr
     assert made == p.TopicInfo("c", 2)
     assert broker.broker.partition("c", 1).config.compact
     described = await ask(broker, p.DescribeTopicConfigs("c"))
-    assert isinstance(described, p.TopicConfigs) and len(described.configs) == 37
+    assert isinstance(described, p.TopicConfigs) and len(described.configs) == 39
     by_name = {c.name: c for c in described.configs}
     assert by_name["cleanup.policy"] == p.TopicConfig("cleanup.policy", "compact", 2)
     assert by_name["retention.ms"].source == 0
