@@ -71,9 +71,16 @@ class Console:
 
 
 async def start_console(
-    data_dir: Path, token_file: Path | None, console_allowed_hosts: str = "", **settings: Any
+    data_dir: Path,
+    token_file: Path | None,
+    console_allowed_hosts: str = "",
+    *,
+    decode_value: Callable[[bytes], Any] | None = None,
+    client_metrics: Callable[[], Any] | None = None,
+    **settings: Any,
 ) -> Console:
-    """The broker with its console built as tap builds it, sampling every 0.2 s."""
+    """The broker with its console built as tap builds it, sampling every 0.2 s; the
+    schema decoder and client telemetry are the test's own small functions."""
     from twisted.internet import reactor
 
     from rustka.ops.console import console_service
@@ -93,6 +100,8 @@ async def start_console(
         reactor,
         kafka_factory=running.top.kafka_factory,
         sample_interval_s=0.2,
+        decode_value=decode_value,
+        client_metrics=client_metrics,
     )
     console.startService()
     await within(console.listening)
