@@ -663,8 +663,10 @@ class Tail:
         offset: int,
         limit: int,
         fmt: str,
+        keep: RecordFilter | None = None,
     ) -> None:
         self.api = api
+        self.keep = keep
         self.request = request
         self.topic = topic
         self.partition = partition
@@ -724,7 +726,13 @@ class Tail:
                         request.write(b": waiting\n\n")
                     continue
                 page = await self.api.read_page(
-                    self.topic, self.partition, self.offset, self.limit, MAX_BYTES, self.fmt
+                    self.topic,
+                    self.partition,
+                    self.offset,
+                    self.limit,
+                    MAX_BYTES,
+                    self.fmt,
+                    self.keep,
                 )
                 if self.done:
                     break
@@ -767,14 +775,27 @@ def start_tail(api: ReadApi, request: server.Request, topic: str, partition: int
             )
         offset = int_param(params, "offset", end)
         limit = int_param(params, "limit", DEFAULT_RECORDS)
+        keep: RecordFilter | None = parse_filter(params)
+    except FilterError as e:
+        send_json(request, 400, {"error": str(e)})
+        return server.NOT_DONE_YET
     except Exception as e:
         status, message = error_status(e)
         send_json(request, status, {"error": message})
         return server.NOT_DONE_YET
-    assert offset is not None and limit is not None
+    assert offset is not None and limit is not None and keep is not None
     security_headers(request)
     request.setHeader(b"content-type", b"text/event-stream; charset=utf-8")
     request.setHeader(b"x-accel-buffering", b"no")
-    tail = Tail(api, request, topic, partition, offset, min(max(1, limit), MAX_RECORDS), fmt)
+    tail = Tail(
+        api,
+        request,
+        topic,
+        partition,
+        offset,
+        min(max(1, limit), MAX_RECORDS),
+        fmt,
+        None if keep.empty else keep,
+    )
     defer.ensureDeferred(tail.run())
     return server.NOT_DONE_YET

@@ -77,6 +77,7 @@ async def start_console(
     *,
     decode_value: Callable[[bytes], Any] | None = None,
     client_metrics: Callable[[], Any] | None = None,
+    sample_interval_s: float = 0.2,
     **settings: Any,
 ) -> Console:
     """The broker with its console built as tap builds it, sampling every 0.2 s; the
@@ -99,7 +100,7 @@ async def start_console(
         running.factory,
         reactor,
         kafka_factory=running.top.kafka_factory,
-        sample_interval_s=0.2,
+        sample_interval_s=sample_interval_s,
         decode_value=decode_value,
         client_metrics=client_metrics,
     )
