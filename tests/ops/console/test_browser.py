@@ -487,3 +487,160 @@ async def test_pages_in_a_real_browser(
         shutil.copy(path, copy / Path(path).name)
     with capsys.disabled():
         print(f"\nconsole screenshots: {shots} (copied to {copy})")
+
+
+def browse_signed_in(base: str, shots: Path, profile: Path) -> list[str]:
+    """Runs in a thread: the sign-in page, then what alice's ACLs let her see."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.ops.console.test_search import CLIENTS, SCHEMA_ID
+    from tests.ops.console.test_signin import PASSWORD
+
+    driver = _driver(profile)
+    taken: list[str] = []
+
+    def wait(what: str, check: Callable[[Any], Any]) -> Any:
+        return WebDriverWait(
+            driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(check, f"waiting for {what}")
+
+    def shot(name: str) -> None:
+        path = shots / f"{name}.png"
+        assert driver.save_screenshot(str(path)), f"screenshot {name}"
+        taken.append(str(path))
+
+    def sign_in(password: str) -> None:
+        for field, value in (("sign-in-user", "alice"), ("sign-in-password", password)):
+            box = driver.find_element(By.ID, field)
+            box.clear()
+            box.send_keys(value)
+        driver.find_element(By.ID, "sign-in-button").click()
+
+    try:
+        driver.get(base + "/#/topics")
+        wait("the sign-in form", lambda d: d.find_elements(By.ID, "sign-in-form"))
+        assert _unlabelled(driver) == []
+        assert not driver.find_element(By.ID, "admin-token").is_displayed()
+        shot("sign-in")
+        sign_in("not the password")
+        refused = wait("the refusal", lambda d: d.find_elements(By.CSS_SELECTOR, ".toast-error"))
+        assert "wrong user name or password" in refused[0].text
+        assert refused[0].get_attribute("role") == "alert"
+        sign_in(PASSWORD)
+        wait(
+            "signed in",
+            lambda d: d.find_element(By.ID, "signed-in-as").text == "signed in as alice",
+        )
+
+        # the overview's chart has no rates yet (one sample an hour): it says so
+        driver.get(base + "/#/")
+        wait("the empty chart", lambda d: d.find_element(By.ID, "rate-chart-empty").is_displayed())
+        assert driver.find_element(By.ID, "rate-chart-empty").text == "no data yet"
+
+        # only the topic alice may read is listed
+        driver.get(base + "/#/topics")
+        wait(
+            "alice's topics",
+            lambda d: (
+                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")] == ["visible"]
+            ),
+        )
+
+        # a value framed with a known schema id is shown decoded, with its id
+        driver.get(base + "/#/messages/visible/0")
+        badge = wait(
+            "the schema badge",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-offset='0'] td.decoded .badge"),
+        )
+        assert badge[0].text == f"schema id {SCHEMA_ID}"
+        decoded = driver.find_element(By.CSS_SELECTOR, "tr[data-offset='0'] td.decoded pre").text
+        assert json.loads(decoded) == {"amount": 12}
+        driver.get(base + "/#/messages/hidden/0")
+        refusal = wait("the refusal", lambda d: d.find_elements(By.CSS_SELECTOR, ".toast-error"))
+        assert "not allowed READ" in refusal[-1].text
+
+        # the clients that push telemetry, each client's metrics on demand
+        driver.get(base + "/#/clients")
+        [client] = CLIENTS["clients"]
+        row = wait("the client", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-client]"))
+        assert row[0].find_elements(By.TAG_NAME, "td")[0].text == client["client_id"]
+        row[0].find_element(By.CSS_SELECTOR, "button.show-metrics").click()
+        metric = wait(
+            "the client's metrics",
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".metrics-table tbody td"),
+        )
+        assert metric[0].text == client["metrics"][0]["name"]
+        assert driver.find_elements(By.CSS_SELECTOR, "#main b") == []
+        shot("clients")
+        driver.find_element(By.ID, "clients-table-filter").send_keys("nobody")
+        wait("no client matches", lambda d: d_rows(d, "tr[data-client]") == [])
+
+        # signed out, the page asks again
+        driver.find_element(By.ID, "sign-out").click()
+        wait("the sign-in form again", lambda d: d.find_elements(By.ID, "sign-in-form"))
+    finally:
+        driver.quit()
+    return taken
+
+
+@pytest_twisted.ensureDeferred
+async def test_sign_in_page_in_a_real_browser(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rustka.security.acl import Operation, ResourceType
+    from rustka.security.credentials import CredentialStore
+    from rustka.security.scram import MECHANISMS, derive_credential
+    from tests.ops.console.conftest import start_console
+    from tests.ops.console.test_search import CLIENTS, SCHEMA_ID, decode_framed
+    from tests.ops.console.test_signin import PASSWORD, allow
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = CredentialStore(data_dir / "credentials")
+    store.upsert("alice", "SCRAM-SHA-256", derive_credential(MECHANISMS["SCRAM-SHA-256"], PASSWORD))
+    made = await start_console(
+        data_dir,
+        None,
+        decode_value=decode_framed,
+        client_metrics=lambda: CLIENTS,
+        sample_interval_s=3600,
+        console_authentication="users",
+        authorizer_enabled=True,
+        super_users="User:root",
+    )
+    try:
+        broker = made.running.broker
+        for name in ("visible", "hidden"):
+            await within(broker.create_topic(name, 1, {}))
+        framed = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b'{"amount": 12}'
+        await within(
+            broker.access.create(
+                [
+                    allow("User:alice", ResourceType.TOPIC, "visible", Operation.READ),
+                    allow("User:alice", ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE),
+                    allow("User:ANONYMOUS", ResourceType.TOPIC, "visible", Operation.WRITE),
+                ],
+                "User:root",
+            )
+        )
+        client = await made.running.client()
+        try:
+            await within(client.produce("visible", b"k", framed))
+        finally:
+            await client.close()
+        shots = tmp_path / "screenshots"
+        shots.mkdir()
+        taken = await within(
+            threads.deferToThread(browse_signed_in, made.base, shots, tmp_path / "profile"), 240
+        )
+    finally:
+        await made.console.stopService()
+        await made.running.stop()
+    assert [Path(p).name for p in taken] == ["sign-in.png", "clients.png"]
+    copy = REPO / ".cache" / "console-screenshots"
+    copy.mkdir(parents=True, exist_ok=True)
+    for path in taken:
+        shutil.copy(path, copy / Path(path).name)
+    with capsys.disabled():
+        print(f"\nconsole screenshots: {shots} (copied to {copy})")
