@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.application import service
+from twisted.internet import task
 from twisted.web import resource, server
 
 from rustka.ops.console.admin import MAX_BODY, AdminApi, Guard, json_body, read_token
@@ -35,6 +36,9 @@ from rustka.ops.listeners import Listener
 from rustka.security.acl import Operation, ResourceType
 from rustka.security.credentials import CredentialStore, check_user_name
 from rustka.settings import split_list
+
+MAX_SIGN_INS = 4
+"""Sign-ins checked at once (each a PBKDF2 on the broker's I/O pool)."""
 
 ClientMetrics = Callable[[], dict[str, Any]]
 """Client telemetry (KIP-714) as the Clients page shows it (docs/console.md)."""
@@ -77,6 +81,7 @@ class ConsoleResource(resource.Resource):
         guard: Guard,
         client_metrics: ClientMetrics | None = None,
         credentials: CredentialStore | None = None,
+        failure_delay_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.api = api
@@ -85,6 +90,11 @@ class ConsoleResource(resource.Resource):
         self.client_metrics = client_metrics
         self.credentials = credentials
         """The broker's SCRAM users, with ``console_authentication = "users"``."""
+        self.failure_delay_s = failure_delay_s
+        """A refused sign-in answers this late, so guessing passwords is slow."""
+        self.checking = 0
+        """Password checks on the pool now: each is a PBKDF2, and the pool is the
+        broker's, so at most `MAX_SIGN_INS` at once."""
         self.files = static_files()
 
     def _file(self, request: server.Request, name: str) -> bytes:
@@ -127,7 +137,7 @@ class ConsoleResource(resource.Resource):
             case ["overview"]:
                 return respond(request, api.overview)
             case ["topics"]:
-                return respond(request, _visible, api.topics(), "topics", "name", may.topic)
+                return respond(request, _visible, api.topics(), "topics", "name", may.listed_topic)
             case ["topics", topic]:
                 return respond(request, may.then, api.topic, topic, Operation.DESCRIBE, topic)
             case ["topics", topic, "partitions", number, "messages"]:
@@ -149,7 +159,7 @@ class ConsoleResource(resource.Resource):
                     return server.NOT_DONE_YET
                 return start_tail(api, request, topic, partition)
             case ["groups"]:
-                return respond(request, _visible, api.groups(), "groups", "group", may.group)
+                return respond(request, _visible, api.groups(), "groups", "group", may.listed_group)
             case ["groups", group]:
                 if not may.group(group):
                     return respond(
@@ -195,11 +205,17 @@ class ConsoleResource(resource.Resource):
         user, password = body.get("user"), body.get("password")
         if not isinstance(user, str) or not isinstance(password, str):
             raise ApiError(400, "user and password: strings")
-        if check_user_name(user) is not None:
-            raise ApiError(401, "wrong user name or password")
-        broker = self.api.broker
-        good = await broker.io.run(_password_matches, store, user, password)
+        if self.checking >= MAX_SIGN_INS:
+            raise ApiError(429, "too many sign-ins at once; try again")
+        self.checking += 1
+        try:
+            good = check_user_name(user) is None and await self.api.broker.io.run(
+                _password_matches, store, user, password
+            )
+        finally:
+            self.checking -= 1
         if not good:
+            await task.deferLater(self.guard.clock, self.failure_delay_s, lambda: None)
             raise ApiError(401, "wrong user name or password")
         token, session = users.start(user, self.guard.clock.seconds())
         request.addCookie(
@@ -236,18 +252,25 @@ class _Viewer:
     """The read questions of one request: everything is visible unless ``ask`` (a
     signed-in user's ACL gate, `Guard.viewer`) says otherwise."""
 
-    def __init__(self, ask: Callable[[Operation, ResourceType, str], bool] | None) -> None:
+    def __init__(self, ask: Callable[[Operation, ResourceType, str, bool], bool] | None) -> None:
         self.ask = ask
 
     def topic(self, name: str, operation: Operation = Operation.DESCRIBE) -> bool:
-        return self.ask is None or self.ask(operation, ResourceType.TOPIC, name)
+        return self.ask is None or self.ask(operation, ResourceType.TOPIC, name, False)
+
+    def listed_topic(self, name: str) -> bool:
+        """Listings leave out what may not be seen without logging each as a denial."""
+        return self.ask is None or self.ask(Operation.DESCRIBE, ResourceType.TOPIC, name, True)
 
     def group(self, name: str) -> bool:
-        return self.ask is None or self.ask(Operation.DESCRIBE, ResourceType.GROUP, name)
+        return self.ask is None or self.ask(Operation.DESCRIBE, ResourceType.GROUP, name, False)
+
+    def listed_group(self, name: str) -> bool:
+        return self.ask is None or self.ask(Operation.DESCRIBE, ResourceType.GROUP, name, True)
 
     def cluster(self) -> bool:
         return self.ask is None or self.ask(
-            Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"
+            Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster", False
         )
 
     @staticmethod
@@ -382,7 +405,14 @@ def console_service(
         users=users,
         clock=reactor,
     )
-    resource_ = ConsoleResource(api, AdminApi(broker, guard), guard, client_metrics, credentials)
+    resource_ = ConsoleResource(
+        api,
+        AdminApi(broker, guard),
+        guard,
+        client_metrics,
+        credentials,
+        config.connection_failed_authentication_delay_ms / 1000,
+    )
     site = ConsoleSite(resource_)
     listener = Listener(config.console_listen, "console_listen", site, reactor, backlog=backlog)
     return ConsoleService(listener, sampler, site)

@@ -125,15 +125,15 @@ class Guard:
 
     def viewer(self, request: server.Request) -> Any:
         """What a read may see: None when everything (no authorizer), else a question
-        ``(operation, resource type, name) -> bool`` answered for the signed-in user
-        (401 in users mode without a sign-in)."""
+        ``(operation, resource type, name, quiet) -> bool`` answered for the signed-in
+        user (401 in users mode without a sign-in); ``quiet`` leaves a denial unlogged."""
         if self.users is not None and self.signed_in(request) is None:
             raise ApiError(401, "sign in first (POST /api/login)")
         if self.users is None or not self.access.enabled:
             return None
         host = getattr(request.getClientAddress(), "host", "127.0.0.1")
         gate = self.access.gate(self.principal_of(request), host)
-        return lambda op, rtype, name: bool(gate.allows(op, rtype, name, quiet=True))
+        return lambda op, rtype, name, quiet: bool(gate.allows(op, rtype, name, quiet=quiet))
 
     def session(self, request: server.Request) -> dict[str, Any]:
         """The caller's session (a new cookie if it has none) and its CSRF token."""
