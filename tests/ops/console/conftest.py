@@ -78,6 +78,7 @@ async def start_console(
     decode_value: Callable[[bytes], Any] | None = None,
     client_metrics: Callable[[], Any] | None = None,
     sample_interval_s: float = 0.2,
+    console_listen: str = "tcp:0:interface=127.0.0.1",
     **settings: Any,
 ) -> Console:
     """The broker with its console built as tap builds it, sampling every 0.2 s; the
@@ -89,7 +90,7 @@ async def start_console(
     running = await start_broker(data_dir, default_partitions=1, **settings)
     config = running.config.updated(
         {
-            "console_listen": "tcp:0:interface=127.0.0.1",
+            "console_listen": console_listen,
             "console_token_file": str(token_file) if token_file else None,
             "console_allowed_hosts": console_allowed_hosts,
         }

@@ -3,11 +3,13 @@ over real HTTP (``console_authentication = "users"`` with the authorizer on)."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 
 from rustka.ops.console.sessions import LOGIN_COOKIE
@@ -153,3 +155,55 @@ async def test_a_user_sees_only_what_the_acls_allow(signed: Console) -> None:
     )
     assert code == 200
     assert await status_with(signed, "/api/topics", cookie) == 401
+
+
+@pytest.mark.filterwarnings(
+    # Twisted's ssl: endpoint hands pyOpenSSL objects to pyOpenSSL (as in tests/test_tls.py)
+    "ignore:Passing pyOpenSSL X509 objects is deprecated:DeprecationWarning",
+    "ignore:Passing pyOpenSSL PKey objects is deprecated:DeprecationWarning",
+)
+@pytest_twisted.ensureDeferred
+async def test_over_tls_the_cookie_is_secure(data_dir: Path, tmp_path: Path) -> None:
+    from twisted.internet import reactor
+    from twisted.internet.ssl import Certificate, optionsForClientTLS
+    from twisted.web.client import Agent, FileBodyProducer, readBody
+    from twisted.web.http_headers import Headers
+    from twisted.web.iweb import IPolicyForHTTPS
+    from zope.interface import implementer
+
+    from tests.test_tls import make_certificate
+
+    key, cert = make_certificate(tmp_path / "tls")
+    trusted = Certificate.loadPEM(cert.read_bytes())
+
+    @implementer(IPolicyForHTTPS)
+    class TrustTheTestCertificate:
+        def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
+            return optionsForClientTLS(hostname.decode(), trustRoot=trusted)
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = CredentialStore(data_dir / "credentials")
+    store.upsert("alice", "SCRAM-SHA-512", derive_credential(MECHANISMS["SCRAM-SHA-512"], PASSWORD))
+    made = await start_console(
+        data_dir,
+        None,
+        console_listen=f"ssl:0:interface=127.0.0.1:privateKey={key}:certKey={cert}",
+        console_authentication="users",
+    )
+    try:
+        body = json.dumps({"user": "alice", "password": PASSWORD}).encode()
+        response = await within(
+            Agent(reactor, contextFactory=TrustTheTestCertificate()).request(
+                b"POST",
+                f"https://127.0.0.1:{made.port}/api/login".encode(),
+                Headers({"Content-Type": ["application/json"]}),
+                FileBodyProducer(io.BytesIO(body)),
+            )
+        )
+        answer = json.loads(await within(readBody(response)))
+        assert response.code == 200 and answer["user"] == "alice"
+        _, attributes = cookie_of(response.headers)
+        assert "secure" in attributes and "httponly" in attributes
+    finally:
+        await made.console.stopService()
+        await made.running.stop()
