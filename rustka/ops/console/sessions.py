@@ -1,7 +1,7 @@
 """Signing in to the console with a broker user (``console_authentication = "users"``).
 
-A person signs in with a SCRAM user's name and password (docs/security.md, "SCRAM
-users"); the console checks the password the way a SCRAM server checks a proof,
+A person signs in with a SCRAM user's name and password (docs/security.md,
+"Users"); the console checks the password the way a SCRAM server checks a proof,
 from the stored keys alone: SaltedPassword -> ClientKey -> StoredKey, compared in
 constant time with the stored one. The password is never kept. A signed-in
 person gets a random session id in an HttpOnly, SameSite=Strict cookie that

@@ -155,12 +155,13 @@ async def test_values_decoded_with_their_schema(searchable: Console) -> None:
         payload = {"amount": 12, "note": "<i>x</i>"}
         framed = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + json.dumps(payload).encode()
         unknown = b"\x00" + (99).to_bytes(4, "big") + b"{}"
-        for value in (framed, unknown, b"plain"):
+        broken = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b"not json"
+        for value in (framed, unknown, b"plain", broken):
             await within(client.produce("framed", b"k", value))
     finally:
         await client.close()
     page = await get_json(searchable, "/api/topics/framed/partitions/0/messages?offset=0")
-    known, other, plain = page["records"]
+    known, other, plain, failed = page["records"]
     assert known["decoded"] == {
         "schema_id": SCHEMA_ID,
         "schema_type": "JSON",
@@ -169,6 +170,9 @@ async def test_values_decoded_with_their_schema(searchable: Console) -> None:
     }
     assert known["value"]["size"] == len(framed)
     assert "decoded" not in other and "decoded" not in plain
+    # a decoder that fails on one value says so on that record; the page is served
+    assert failed["decoded"]["error"].startswith("JSONDecodeError")
+    assert failed["value"]["text"].endswith("not json")
     # a search page decodes the same way
     found = await get_json(
         searchable, "/api/topics/framed/partitions/0/messages?" + urlencode({"value": "amount"})
@@ -186,3 +190,30 @@ async def test_clients_endpoint(searchable: Console, tmp_path: Path) -> None:
     finally:
         await plain.console.stopService()
         await plain.running.stop()
+
+
+def test_filter_parts_all_must_match() -> None:
+    from rustka.ops.console.search import FilterError, RecordFilter, parse_filter
+
+    headers = [("trace", b"abc"), ("empty", None)]
+    assert parse_filter({}).empty
+    assert parse_filter({"key": "ab", "key_match": "exact"}) == RecordFilter(
+        key=b"ab", key_exact=True
+    )
+    every = RecordFilter()
+    assert every.matches(None, None, (), 0)
+    assert not RecordFilter(key=b"a").matches(None, b"a", (), 0), "no key matches no key text"
+    assert RecordFilter(header_name="empty").matches(b"k", b"v", headers, 0)
+    assert RecordFilter(header_name="empty", header_value=b"").matches(b"k", b"v", headers, 0)
+    assert not RecordFilter(header_name="trace", header_value=b"ab").matches(b"k", b"v", headers, 0)
+    assert parse_filter({"header": "trace=a=b"}).header_value == b"a=b"
+    ranged = RecordFilter(from_ts=10, to_ts=20)
+    assert [t for t in (9, 10, 20, 21) if ranged.matches(b"k", b"v", (), t)] == [10, 20]
+    both = parse_filter({"key": "k", "value": "v"})
+    assert both.matches(b"k1", b"v1", (), 0) and not both.matches(b"k1", b"x", (), 0)
+    for bad in ({"key_match": "glob"}, {"to_ts": "x"}):
+        try:
+            parse_filter(bad)
+        except FilterError:
+            continue
+        raise AssertionError(f"{bad} was taken")

@@ -481,7 +481,7 @@ async function copyText(text) {
 }
 
 function valueCell(r, format) {
-  if (!r.decoded || r.decoded.error) return fieldCell(r.value, format);
+  if (!r.decoded || r.decoded.error || format === "hex") return fieldCell(r.value, format);
   return el("td", { class: "decoded" },
     el("span", { class: "badge", title: r.decoded.subject || "" }, "schema id " + r.decoded.schema_id),
     el("pre", {}, JSON.stringify(r.decoded.value, null, 2)));
@@ -620,19 +620,22 @@ function messagesPage(main, name, partition) {
   };
   const load = () => {
     back.length = 0;
-    stopTail(); tailButton.textContent = "Live tail";
+    endTail();
     if (mode.value === "latest" && !searching()) return show({ latest: at.value || size.value });
     if (mode.value === "latest") return show({ offset: "0" });
     return show({ [mode.value]: at.value });
   };
   const failed = (err) => { if (!(err instanceof SignInNeeded)) toast(err.message, true); };
+  const endTail = () => { stopTail(); tailButton.textContent = "Live tail"; };
   next.addEventListener("click", () => {
     if (!last) return;
+    endTail();
     back.push(last.first_offset);
     show({ offset: String(last.next_offset) }).catch(failed);
   });
   prev.addEventListener("click", () => {
     if (!last) return;
+    endTail();
     const start = back.length ? back.pop()
       : Math.max(last.log_start_offset, last.first_offset - parseInt(size.value, 10));
     show({ offset: String(start) }).catch(failed);
@@ -652,7 +655,8 @@ function messagesPage(main, name, partition) {
   // drops the oldest records.
   tailButton.addEventListener("click", () => {
     if (state.tail) { stopTail(); tailButton.textContent = "Live tail"; return; }
-    const q = new URLSearchParams(query({}));
+    // From the log's end as the page last saw it: nothing produced since is missed.
+    const q = new URLSearchParams(query(last ? { offset: String(last.end_offset) } : {}));
     q.delete("limit");
     const source = new EventSource(base + "/tail?" + q.toString());
     state.tail = source;
