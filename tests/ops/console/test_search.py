@@ -217,3 +217,23 @@ def test_filter_parts_all_must_match() -> None:
         except FilterError:
             continue
         raise AssertionError(f"{bad} was taken")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_filtered_tail_sends_only_matching_records(searchable: Console) -> None:
+    from tests.ops.console.conftest import stream
+
+    path = "/api/topics/orders/partitions/0/tail?" + urlencode({"offset": 0, "key": "order-4"})
+    response, got = await stream(searchable, path)
+    try:
+        assert response.code == 200
+        data = await within(got.wait_for(b"event: records"))
+        event = data.split(b"event: records\ndata: ", 1)[1].split(b"\n\n", 1)[0]
+        found = json.loads(event)
+        assert [r["offset"] for r in found["records"]] == [4]
+        assert found["next_offset"] == ORDERS
+    finally:
+        response._transport.loseConnection()
+        await within(got.done)
+    code, _, body = await http(searchable, "/api/topics/orders/partitions/0/tail?key_match=regex")
+    assert code == 400 and "key_match" in json.loads(body)["error"]
