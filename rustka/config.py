@@ -801,6 +801,15 @@ class Config:
         "The principal the console's admin actions are authorized as (with authorizer_enabled).",
         _CONSOLE,
     )
+    console_authentication: str = setting(
+        Kind.CHOICE,
+        "none",
+        '"none": the read API is open to whoever reaches the listener, admin actions take '
+        'the token; "users": a person signs in as a SCRAM user, and with authorizer_enabled '
+        "every read and action is authorized as that user.",
+        _CONSOLE,
+        choices=("none", "users"),
+    )
     console_allowed_hosts: str = setting(
         Kind.LIST,
         "",

@@ -33,6 +33,7 @@ from twisted.web import server
 from rustka.config import ConfigError
 from rustka.errors import GroupHasActiveMembers
 from rustka.ops.console.api import ApiError
+from rustka.ops.console.sessions import LOGIN_COOKIE, Session, SessionTable
 from rustka.security.acl import Operation, ResourceType
 
 SESSION_COOKIE = b"rustka_console"
@@ -74,11 +75,20 @@ class Guard:
     """The checks every request (the Host) and every admin POST (the rest) passes."""
 
     def __init__(
-        self, token: bytes | None, principal: str, access: Any, allowed_hosts: Iterable[str] = ()
+        self,
+        token: bytes | None,
+        principal: str,
+        access: Any,
+        allowed_hosts: Iterable[str] = (),
+        users: SessionTable | None = None,
+        clock: Any = None,
     ) -> None:
         self.token = token
         self.principal = principal
         self.access = access
+        self.users = users
+        """The signed-in sessions with ``console_authentication = "users"``, else None."""
+        self.clock = clock
         self._secret = secrets.token_bytes(32)
         self.allowed_hosts = {"localhost", socket.gethostname().lower()}
         self.allowed_hosts.update(h.strip().lower() for h in allowed_hosts if h.strip())
@@ -102,13 +112,47 @@ class Guard:
     def csrf_for(self, session: bytes) -> str:
         return hmac.new(self._secret, session, hashlib.sha256).hexdigest()
 
+    def signed_in(self, request: server.Request) -> Session | None:
+        """The caller's sign-in (users mode), from its cookie."""
+        if self.users is None:
+            return None
+        return self.users.find(request.getCookie(LOGIN_COOKIE), self.clock.seconds())
+
+    def principal_of(self, request: server.Request) -> str:
+        """Who a request acts as: the signed-in user, else ``console_principal``."""
+        session = self.signed_in(request)
+        return session.principal if session is not None else self.principal
+
+    def viewer(self, request: server.Request) -> Any:
+        """What a read may see: None when everything (no authorizer), else a question
+        ``(operation, resource type, name, quiet) -> bool`` answered for the signed-in
+        user (401 in users mode without a sign-in); ``quiet`` leaves a denial unlogged."""
+        if self.users is not None and self.signed_in(request) is None:
+            raise ApiError(401, "sign in first (POST /api/login)")
+        if self.users is None or not self.access.enabled:
+            return None
+        host = getattr(request.getClientAddress(), "host", "127.0.0.1")
+        gate = self.access.gate(self.principal_of(request), host)
+        return lambda op, rtype, name, quiet: bool(gate.allows(op, rtype, name, quiet=quiet))
+
     def session(self, request: server.Request) -> dict[str, Any]:
         """The caller's session (a new cookie if it has none) and its CSRF token."""
+        if self.users is not None:
+            signed = self.signed_in(request)
+            return {
+                "authentication": "users",
+                "user": signed.user if signed is not None else None,
+                "csrf": signed.csrf if signed is not None else None,
+                "admin": signed is not None,
+                "authorization": bool(self.access.enabled),
+                "principal": signed.principal if signed is not None else None,
+            }
         session = request.getCookie(SESSION_COOKIE)
         if not session or len(session) > 64:
             session = secrets.token_urlsafe(24).encode("ascii")
             request.addCookie(SESSION_COOKIE, session, path=b"/", httpOnly=True, sameSite=b"strict")
         return {
+            "authentication": "none",
             "csrf": self.csrf_for(session),
             "admin": self.token is not None,
             "authorization": bool(self.access.enabled),
@@ -128,6 +172,14 @@ class Guard:
 
     def check(self, request: server.Request) -> None:
         self.check_origin(request)
+        if self.users is not None:
+            signed = self.signed_in(request)
+            if signed is None:
+                raise ApiError(401, "sign in first (POST /api/login)")
+            sent = (_header(request, CSRF_HEADER) or "").encode("latin-1")
+            if not hmac.compare_digest(sent, signed.csrf.encode("ascii")):
+                raise ApiError(403, "missing or wrong CSRF token (GET /api/session first)")
+            return
         if self.token is None:
             raise ApiError(403, "admin actions are off (no console_token_file)")
         given = _header(request, b"authorization") or ""
@@ -148,7 +200,7 @@ class Guard:
         if not self.access.enabled:
             return True
         host = request.getClientAddress()
-        gate = self.access.gate(self.principal, getattr(host, "host", "127.0.0.1"))
+        gate = self.access.gate(self.principal_of(request), getattr(host, "host", "127.0.0.1"))
         return bool(gate.allows(operation, rtype, name))
 
     def require(
@@ -157,7 +209,8 @@ class Guard:
         if not self.authorize(request, operation, rtype, name):
             raise ApiError(
                 403,
-                f"{self.principal} is not allowed {operation.name} on {rtype.name} {name!r}",
+                f"{self.principal_of(request)} is not allowed "
+                f"{operation.name} on {rtype.name} {name!r}",
             )
 
 

@@ -45,7 +45,15 @@ from rustka.errors import (
 )
 from rustka.ops.assignments import consumer_assignment
 from rustka.ops.console.rates import RateSampler
-from rustka.ops.console.records import FORMATS, Page, decode_page
+from rustka.ops.console.records import FORMATS, Page, ValueDecoder, decode_page
+from rustka.ops.console.search import (
+    DEFAULT_MAX_SCAN,
+    MAX_SCAN,
+    MAX_SCAN_BYTES,
+    FilterError,
+    RecordFilter,
+    parse_filter,
+)
 
 MAX_RECORDS = 500
 """Records one messages call (or one tail event) returns at most."""
@@ -196,8 +204,11 @@ class ReadApi:
         kafka_factory: Any,
         sampler: RateSampler,
         started: float,
+        decode_value: ValueDecoder | None = None,
     ) -> None:
         self.broker = broker
+        self.decode_value = decode_value
+        """The schema registry's decoder of framed values, when there is one."""
         self.factory = factory
         self.kafka_factory = kafka_factory
         self.sampler = sampler
@@ -343,25 +354,52 @@ class ReadApi:
     # -- messages ------------------------------------------------------------------
 
     async def read_page(
-        self, topic: str, partition: int, first: int, limit: int, max_bytes: int, fmt: str
+        self,
+        topic: str,
+        partition: int,
+        first: int,
+        limit: int,
+        max_bytes: int,
+        fmt: str,
+        keep: RecordFilter | None = None,
+        max_scan: int = DEFAULT_MAX_SCAN,
     ) -> Page:
-        """Up to ``limit`` records from ``first``, read and decoded on the pool."""
+        """Up to ``limit`` records from ``first``, read and decoded on the pool (and
+        decoded with the schema registry's decoder in the same job). With ``keep``
+        (a search), only matching records, looking at no more than ``max_scan``
+        records and `MAX_SCAN_BYTES` bytes; the reactor is free between reads."""
         page = Page(next_offset=first)
-        for _ in range(_READS_PER_PAGE):
+        reads = _READS_PER_PAGE if keep is None else MAX_SCAN_BYTES // MAX_BYTES + 1
+        for _ in range(reads):
             start, end = self.broker.bounds(topic, partition)
             offset = max(page.next_offset, start)
             page.next_offset = offset
             if offset >= end or len(page.records) >= limit or page.truncated:
+                break
+            if keep is not None and page.scanned_bytes >= MAX_SCAN_BYTES:
+                page.truncated = True
                 break
             result = await self.broker.read(topic, partition, offset, max_bytes)
             if not result.chunks:
                 break
             before = page.next_offset
             page = await self.broker.io.run(
-                decode_page, result.chunks, offset, limit, max_bytes, fmt, page
+                decode_page,
+                result.chunks,
+                offset,
+                limit,
+                max_bytes,
+                fmt,
+                page,
+                keep,
+                max_scan if keep is not None else None,
+                self.decode_value,
             )
             if page.next_offset <= before:
                 break
+        else:
+            if keep is not None and page.next_offset < self.broker.bounds(topic, partition)[1]:
+                page.truncated = True
         return page
 
     async def messages(self, topic: str, partition: int, params: dict[str, str]) -> dict[str, Any]:
@@ -374,12 +412,31 @@ class ReadApi:
         if limit < 1 or max_bytes < 1:
             raise ApiError(400, "limit and max_bytes must be at least 1")
         limit, max_bytes = min(limit, MAX_RECORDS), min(max_bytes, MAX_BYTES)
+        try:
+            keep: RecordFilter | None = parse_filter(params)
+        except FilterError as e:
+            raise ApiError(400, str(e)) from None
+        assert keep is not None
+        if keep.empty:
+            keep = None
+        max_scan = int_param(params, "max_scan", DEFAULT_MAX_SCAN)
+        assert max_scan is not None
+        if max_scan < 1:
+            raise ApiError(400, "max_scan must be at least 1")
+        max_scan = min(max_scan, MAX_SCAN)
         start, end = self.broker.bounds(topic, partition)
         chosen = [n for n in ("offset", "timestamp", "latest") if params.get(n, "") != ""]
         if len(chosen) > 1:
             raise ApiError(400, "give one of offset, timestamp and latest")
-        mode = chosen[0] if chosen else "latest"
-        if mode == "offset":
+        # a search reads forward: from the time range's start, else the log's start
+        mode = chosen[0] if chosen else ("search" if keep is not None else "latest")
+        if mode == "search":
+            assert keep is not None
+            first = start
+            if keep.from_ts is not None:
+                found = await self.broker.list_offset(topic, partition, keep.from_ts)
+                first = end if found is None else found.offset
+        elif mode == "offset":
             first = int_param(params, "offset")
             assert first is not None
             first = min(max(first, start), end)
@@ -397,8 +454,10 @@ class ReadApi:
                 raise ApiError(400, "latest must be at least 1")
             limit = min(latest, limit)
             first = max(start, end - limit)
-        page = await self.read_page(topic, partition, first, limit, max_bytes, fmt)
+        page = await self.read_page(topic, partition, first, limit, max_bytes, fmt, keep, max_scan)
         return {
+            "scanned": page.scanned,
+            "matched": len(page.records),
             "topic": topic,
             "partition": partition,
             "log_start_offset": start,
@@ -604,8 +663,10 @@ class Tail:
         offset: int,
         limit: int,
         fmt: str,
+        keep: RecordFilter | None = None,
     ) -> None:
         self.api = api
+        self.keep = keep
         self.request = request
         self.topic = topic
         self.partition = partition
@@ -665,7 +726,13 @@ class Tail:
                         request.write(b": waiting\n\n")
                     continue
                 page = await self.api.read_page(
-                    self.topic, self.partition, self.offset, self.limit, MAX_BYTES, self.fmt
+                    self.topic,
+                    self.partition,
+                    self.offset,
+                    self.limit,
+                    MAX_BYTES,
+                    self.fmt,
+                    self.keep,
                 )
                 if self.done:
                     break
@@ -708,14 +775,27 @@ def start_tail(api: ReadApi, request: server.Request, topic: str, partition: int
             )
         offset = int_param(params, "offset", end)
         limit = int_param(params, "limit", DEFAULT_RECORDS)
+        keep: RecordFilter | None = parse_filter(params)
+    except FilterError as e:
+        send_json(request, 400, {"error": str(e)})
+        return server.NOT_DONE_YET
     except Exception as e:
         status, message = error_status(e)
         send_json(request, status, {"error": message})
         return server.NOT_DONE_YET
-    assert offset is not None and limit is not None
+    assert offset is not None and limit is not None and keep is not None
     security_headers(request)
     request.setHeader(b"content-type", b"text/event-stream; charset=utf-8")
     request.setHeader(b"x-accel-buffering", b"no")
-    tail = Tail(api, request, topic, partition, offset, min(max(1, limit), MAX_RECORDS), fmt)
+    tail = Tail(
+        api,
+        request,
+        topic,
+        partition,
+        offset,
+        min(max(1, limit), MAX_RECORDS),
+        fmt,
+        None if keep.empty else keep,
+    )
     defer.ensureDeferred(tail.run())
     return server.NOT_DONE_YET

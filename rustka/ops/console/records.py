@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rustka.errors import InvalidBatch
+from rustka.ops.console.search import RecordFilter
 from rustka.record.batch import decode_records, parse_header
 from rustka.record.header import CONTROL_BIT, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT
 
@@ -32,6 +33,31 @@ class Page:
     next_offset: int = 0
     bytes: int = 0
     truncated: bool = False
+    scanned: int = 0
+    """Records looked at (a search passes over those that do not match)."""
+    scanned_bytes: int = 0
+    """Bytes of stored batches looked at."""
+
+
+ValueDecoder = Callable[[bytes], "dict[str, Any] | None"]
+"""A schema registry's decoder: a Confluent-framed value with a known schema id as
+``{"schema_id", "schema_type", "subject", "value"}``, anything else None."""
+
+
+def decoded_value(decode: ValueDecoder, value: bytes) -> dict[str, Any] | None:
+    """What ``decode`` makes of a value, as JSON data; a decoder that fails says so in
+    ``error`` instead of failing the whole page."""
+    try:
+        found = decode(value)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    if found is None:
+        return None
+    try:
+        json.dumps(found, allow_nan=False)
+    except (TypeError, ValueError):
+        found = {**found, "value": repr(found.get("value"))}
+    return found
 
 
 def _finite(text: str) -> float:
@@ -78,18 +104,29 @@ def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[Any])
 
 
 def decode_page(
-    chunks: Sequence[bytes], first: int, limit: int, max_bytes: int, fmt: str, page: Page
+    chunks: Sequence[bytes],
+    first: int,
+    limit: int,
+    max_bytes: int,
+    fmt: str,
+    page: Page,
+    keep: RecordFilter | None = None,
+    max_scan: int | None = None,
+    decode_value: ValueDecoder | None = None,
 ) -> Page:
     """Add the records at or after ``first`` from stored batches to ``page``.
 
     Stops at ``limit`` records or once ``max_bytes`` of keys, values and headers
     are taken (a single record larger than that is shown cut to it, so a page
     always moves on). Control batches (transaction markers) hold no user records;
-    they only move ``next_offset`` on.
+    they only move ``next_offset`` on. With ``keep``, only the records it matches
+    are taken, and the scan stops after ``max_scan`` records looked at; with
+    ``decode_value``, each value it knows gets ``decoded`` (docs/console.md).
     """
     data = b"".join(chunks)
     pos = 0
     page.next_offset = max(page.next_offset, first)
+    page.scanned_bytes += len(data)
     while pos + LOG_OVERHEAD <= len(data) and len(page.records) < limit:
         try:
             header = parse_header(data, pos)
@@ -109,26 +146,38 @@ def decode_page(
                 continue
             if len(page.records) >= limit:
                 return page
+            if max_scan is not None and page.scanned >= max_scan:
+                page.truncated = True
+                return page
+            page.scanned += 1
+            timestamp = header.max_timestamp if log_append else record.timestamp
+            if keep is not None and not keep.matches(
+                record.key, record.value, record.headers, timestamp
+            ):
+                page.next_offset = offset + 1
+                continue
             size = _record_size(record.key, record.value, record.headers)
             room = max_bytes - page.bytes
             if page.records and size > room:
                 page.truncated = True
                 return page
             cap = max(room, 0) if page.records else max_bytes
-            timestamp = header.max_timestamp if log_append else record.timestamp
-            page.records.append(
-                {
-                    "offset": offset,
-                    "timestamp": timestamp,
-                    "timestamp_type": "LogAppendTime" if log_append else "CreateTime",
-                    "key": show_bytes(record.key, fmt, cap),
-                    "value": show_bytes(record.value, fmt, cap),
-                    "headers": [
-                        {"key": name, "value": show_bytes(value, fmt, cap)}
-                        for name, value in record.headers
-                    ],
-                }
-            )
+            shown: dict[str, Any] = {
+                "offset": offset,
+                "timestamp": timestamp,
+                "timestamp_type": "LogAppendTime" if log_append else "CreateTime",
+                "key": show_bytes(record.key, fmt, cap),
+                "value": show_bytes(record.value, fmt, cap),
+                "headers": [
+                    {"key": name, "value": show_bytes(value, fmt, cap)}
+                    for name, value in record.headers
+                ],
+            }
+            if decode_value is not None and record.value is not None:
+                decoded = decoded_value(decode_value, record.value)
+                if decoded is not None:
+                    shown["decoded"] = decoded
+            page.records.append(shown)
             page.bytes += min(size, cap)
             page.next_offset = offset + 1
         page.next_offset = max(page.next_offset, header.next_offset)

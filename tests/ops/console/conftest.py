@@ -71,9 +71,18 @@ class Console:
 
 
 async def start_console(
-    data_dir: Path, token_file: Path | None, console_allowed_hosts: str = "", **settings: Any
+    data_dir: Path,
+    token_file: Path | None,
+    console_allowed_hosts: str = "",
+    *,
+    decode_value: Callable[[bytes], Any] | None = None,
+    client_metrics: Callable[[], Any] | None = None,
+    sample_interval_s: float = 0.2,
+    console_listen: str = "tcp:0:interface=127.0.0.1",
+    **settings: Any,
 ) -> Console:
-    """The broker with its console built as tap builds it, sampling every 0.2 s."""
+    """The broker with its console built as tap builds it, sampling every 0.2 s; the
+    schema decoder and client telemetry are the test's own small functions."""
     from twisted.internet import reactor
 
     from rustka.ops.console import console_service
@@ -81,7 +90,7 @@ async def start_console(
     running = await start_broker(data_dir, default_partitions=1, **settings)
     config = running.config.updated(
         {
-            "console_listen": "tcp:0:interface=127.0.0.1",
+            "console_listen": console_listen,
             "console_token_file": str(token_file) if token_file else None,
             "console_allowed_hosts": console_allowed_hosts,
         }
@@ -92,7 +101,9 @@ async def start_console(
         running.factory,
         reactor,
         kafka_factory=running.top.kafka_factory,
-        sample_interval_s=0.2,
+        sample_interval_s=sample_interval_s,
+        decode_value=decode_value,
+        client_metrics=client_metrics,
     )
     console.startService()
     await within(console.listening)

@@ -66,8 +66,49 @@ def _produce(bootstrap: str, partition: int, key: str, value: str) -> None:
     assert producer.flush(30) == 0
 
 
+def _produce_many(bootstrap: str, topic: str, first: int, count: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(first, first + count):
+        producer.produce(topic, key=f"p-{i}", value=f"paged record {i}", partition=0)
+    assert producer.flush(30) == 0
+
+
+PAGED = 45
+"""Records of the topic "paged" before the tail test adds `TAILED` more."""
+TAILED = 30
+
+
+def _unlabelled(driver: Any) -> list[str]:
+    """Inputs and selects on the page without a label (label for= or aria-label)."""
+    return list(
+        driver.execute_script(
+            """
+            return [...document.querySelectorAll('input, select, textarea')]
+              .filter(e => !e.classList.contains('offscreen'))
+              .filter(e => !e.getAttribute('aria-label') &&
+                !(e.id && document.querySelector('label[for="' + CSS.escape(e.id) + '"]')))
+              .map(e => e.outerHTML);
+            """
+        )
+    )
+
+
+def _offsets(driver: Any) -> list[int]:
+    """The offsets of the message rows, read in one go (the table is redrawn as a whole)."""
+    return [
+        int(offset)
+        for offset in driver.execute_script(
+            "return [...document.querySelectorAll('#messages-body tr[data-offset]')]"
+            ".map(r => r.dataset.offset)"
+        )
+    ]
+
+
 def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
     """Runs in a thread (selenium blocks): every page, checked and photographed."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -75,7 +116,10 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
     taken: list[str] = []
 
     def wait(what: str, check: Callable[[Any], Any]) -> Any:
-        return WebDriverWait(driver, WAIT_S).until(check, f"waiting for {what}")
+        # a table redrawn while it is read is read again
+        return WebDriverWait(
+            driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(check, f"waiting for {what}")
 
     def text(css: str) -> str:
         return str(driver.find_element(By.CSS_SELECTOR, css).text)
@@ -97,16 +141,47 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             "records in/s above zero",
             lambda d: _legend(d, "rate-chart", "records_in", "peak") > 0,
         )
-        assert text("#topic-count") == "2"  # orders, and jobs of the share group
+        assert text("#topic-count") == "3"  # orders, jobs of the share group, and paged
         shot("overview")
+
+        # the chart's values on hover: the time and each series' value
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        ActionChains(driver).move_to_element(driver.find_element(By.ID, "rate-chart")).perform()
+        tip = wait("the chart's tooltip", lambda d: text("#rate-chart-tip"))
+        assert "records in/s: " in tip and "bytes out/s: " in tip
+        assert not driver.find_element(By.ID, "rate-chart-empty").is_displayed()
 
         # topics list
         driver.get(base + "/#/topics")
         row = wait("the topic rows", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic]"))
-        assert [r.get_attribute("data-topic") for r in row] == ["jobs", "orders"]
+        assert [r.get_attribute("data-topic") for r in row] == ["jobs", "orders", "paged"]
         cells = [c.text for c in row[1].find_elements(By.TAG_NAME, "td")]
         assert cells[0] == "orders" and cells[1] == "2" and cells[3] == str(ORDERS + 3)
+        assert _unlabelled(driver) == []
         shot("topics")
+        # sorted by a column: records descending, then filtered
+        records_head = driver.find_element(By.CSS_SELECTOR, "#topics-table th[data-key=records]")
+        records_head.find_element(By.TAG_NAME, "button").click()
+        assert records_head.get_attribute("aria-sort") == "ascending"
+        records_head.find_element(By.TAG_NAME, "button").click()
+        assert records_head.get_attribute("aria-sort") == "descending"
+        wait(
+            "the topics by records, most first",
+            lambda d: (
+                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")]
+                == ["paged", "orders", "jobs"]
+            ),
+        )
+        shot("topics-sorted")
+        driver.find_element(By.ID, "topics-table-filter").send_keys("ord")
+        wait(
+            "the filtered topics",
+            lambda d: (
+                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")] == ["orders"]
+            ),
+        )
+        assert text("#topics-table-count") == "1 of 3 topics"
 
         # one topic: its partitions
         driver.get(base + "/#/topic/orders")
@@ -179,14 +254,92 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
         arrived = wait(
             "the tailed record",
             lambda d: [
-                r
+                r.find_elements(By.TAG_NAME, "td")[3].text
                 for r in d.find_elements(By.CSS_SELECTOR, "#messages-body tr")
                 if r.find_elements(By.TAG_NAME, "td")[2].text == "tail"
             ],
         )
-        assert arrived[0].find_elements(By.TAG_NAME, "td")[3].text == "live " + EVIL
+        assert arrived == ["live " + EVIL]
         assert driver.execute_script("return window.pwned === undefined")
         shot("live-tail")
+
+        # search on the broker: only the records whose value holds the text
+        driver.get(base + "/#/messages/orders/0")
+        wait("records", lambda d: len(_offsets(d)) == ORDERS)
+        assert _unlabelled(driver) == []
+        driver.find_element(By.ID, "search-value").send_keys('"n": 3')
+        driver.find_element(By.CSS_SELECTOR, "form.inline button[type=submit]").click()
+        wait("only the matching record", lambda d: _offsets(d) == [3])
+        assert "matched 1" in text("#messages-info")
+        driver.find_element(By.ID, "search-key").send_keys("order-")
+        driver.find_element(By.CSS_SELECTOR, "form.inline button[type=submit]").click()
+        wait("both filters", lambda d: _offsets(d) == [3] and "scanned" in text("#messages-info"))
+        shot("messages-search")
+
+        # one record in full, and copied as JSON
+        driver.find_element(By.ID, "search-value").clear()
+        driver.find_element(By.ID, "search-key").clear()
+        driver.find_element(By.CSS_SELECTOR, "form.inline button[type=submit]").click()
+        wait("every record again", lambda d: len(_offsets(d)) == ORDERS)
+        driver.find_element(By.CSS_SELECTOR, "tr[data-offset='5'] button.expand").click()
+        detail = wait(
+            "the expanded record",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-detail='5']"),
+        )[0]
+        pretty = detail.find_element(By.CSS_SELECTOR, ".detail-value pre.detail-json").text
+        assert json.loads(pretty) == {"n": 5, "item": "widget"} and "\n" in pretty
+        assert detail.find_element(By.CSS_SELECTOR, ".detail-value pre.detail-hex").text.startswith(
+            "7b 22 6e"
+        )
+        detail.find_element(By.CSS_SELECTOR, "button.copy-record").click()
+        toast = wait(
+            "the copy's toast",
+            lambda d: [
+                t for t in d.find_elements(By.CSS_SELECTOR, ".toast") if "Record 5" in t.text
+            ],
+        )[0]
+        assert toast.get_attribute("role") == "status" and "copied" in toast.text
+        copied = json.loads(
+            detail.find_element(By.CSS_SELECTOR, "button.copy-record").get_attribute("data-copied")
+        )
+        assert copied["offset"] == 5 and copied["key"] == "order-5"
+        assert copied["value"] == {"json": {"n": 5, "item": "widget"}}
+        assert copied["headers"] == [{"key": "source", "value": "test"}]
+        shot("record-expanded")
+
+        # paging: 45 records, 20 a page, forward to the end and back
+        driver.get(base + "/#/messages/paged/0")
+        wait("the latest page", lambda d: _offsets(d)[-1:] == [PAGED - 1])
+        driver.find_element(By.CSS_SELECTOR, "#page-size option[value='20']").click()
+        driver.find_element(By.CSS_SELECTOR, "#mode option[value=offset]").click()
+        box = driver.find_element(By.ID, "at")
+        box.clear()
+        box.send_keys("0")
+        driver.find_element(By.CSS_SELECTOR, "form.inline button[type=submit]").click()
+        wait("the first page", lambda d: _offsets(d) == list(range(20)))
+        assert not driver.find_element(By.ID, "page-prev").is_enabled()
+        driver.find_element(By.ID, "page-next").click()
+        wait("the second page", lambda d: _offsets(d) == list(range(20, 40)))
+        driver.find_element(By.ID, "page-next").click()
+        wait("the last page", lambda d: _offsets(d) == list(range(40, PAGED)))
+        assert not driver.find_element(By.ID, "page-next").is_enabled()
+        driver.find_element(By.ID, "page-prev").click()
+        wait("back to the second page", lambda d: _offsets(d) == list(range(20, 40)))
+        driver.find_element(By.CSS_SELECTOR, "#sort option[value='offset-desc']").click()
+        wait("newest first", lambda d: _offsets(d) == list(range(39, 19, -1)))
+        driver.find_element(By.CSS_SELECTOR, "#sort option[value='offset-asc']").click()
+        driver.find_element(By.ID, "page-prev").click()
+        wait("back to the first page", lambda d: _offsets(d) == list(range(20)))
+
+        # the live tail keeps ascending order and, past the page size, drops the oldest
+        driver.find_element(By.ID, "tail-button").click()
+        wait("the tail to start", lambda d: text("#tail-button") == "Stop tail")
+        _produce_many(bootstrap, "paged", PAGED, TAILED)
+        newest = PAGED + TAILED - 1
+        wait("the tailed records", lambda d: _offsets(d)[-1:] == [newest])
+        offsets = _offsets(driver)
+        assert offsets == list(range(newest - 19, newest + 1)), offsets
+        driver.find_element(By.ID, "tail-button").click()
 
         # groups: the group's lag, then its page with the lag chart
         driver.get(base + "/#/groups")
@@ -244,7 +397,17 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             "the created topic",
             lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-topic='made-here']"),
         )
+        done = wait("the success toast", lambda d: d.find_elements(By.CSS_SELECTOR, ".toast-ok"))
+        assert "created topic made-here" in done[-1].text
+        assert done[-1].get_attribute("role") == "status"
+        assert driver.find_element(By.CSS_SELECTOR, "form.inline button").is_enabled()
         shot("topics-after-create")
+        # the same again: the broker's refusal, in a toast that is an alert
+        driver.find_element(By.CSS_SELECTOR, "form.inline button").click()
+        wait("the confirmation", lambda d: d.switch_to.alert).accept()
+        failed = wait("the error toast", lambda d: d.find_elements(By.CSS_SELECTOR, ".toast-error"))
+        assert "already exists" in failed[-1].text
+        assert failed[-1].get_attribute("role") == "alert"
 
         # deleting asks first; dismissed, nothing happens; accepted, the topic goes
         driver.get(base + "/#/topic/made-here")
@@ -261,7 +424,7 @@ def browse(base: str, bootstrap: str, shots: Path, profile: Path) -> list[str]:
             "the list without it",
             lambda d: (
                 [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")]
-                == ["jobs", "orders"]
+                == ["jobs", "orders", "paged"]
             ),
         )
     finally:
@@ -308,13 +471,173 @@ async def test_pages_in_a_real_browser(
             await within(client.produce("jobs", b"k", b"job-%d" % i))
         await within(client.share_fetch("queue-workers", "w", "jobs", 3, 0, 1))
         await within(client.share_acknowledge("queue-workers", "w", "jobs", [(0, 0, 1)]))
+        await within(client.create_topic("paged", 1))
+        for i in range(PAGED):
+            await within(client.produce("paged", f"p-{i}".encode(), b"paged record %d" % i))
     finally:
         await client.close()
     taken = await within(
         threads.deferToThread(browse, console.base, console.running.address, shots, profile),
         240,
     )
-    assert len(taken) == 11
+    assert len(taken) == 14
+    copy = REPO / ".cache" / "console-screenshots"
+    copy.mkdir(parents=True, exist_ok=True)
+    for path in taken:
+        shutil.copy(path, copy / Path(path).name)
+    with capsys.disabled():
+        print(f"\nconsole screenshots: {shots} (copied to {copy})")
+
+
+def browse_signed_in(base: str, shots: Path, profile: Path) -> list[str]:
+    """Runs in a thread: the sign-in page, then what alice's ACLs let her see."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.ops.console.test_search import CLIENTS, SCHEMA_ID
+    from tests.ops.console.test_signin import PASSWORD
+
+    driver = _driver(profile)
+    taken: list[str] = []
+
+    def wait(what: str, check: Callable[[Any], Any]) -> Any:
+        return WebDriverWait(
+            driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(check, f"waiting for {what}")
+
+    def shot(name: str) -> None:
+        path = shots / f"{name}.png"
+        assert driver.save_screenshot(str(path)), f"screenshot {name}"
+        taken.append(str(path))
+
+    def sign_in(password: str) -> None:
+        for field, value in (("sign-in-user", "alice"), ("sign-in-password", password)):
+            box = driver.find_element(By.ID, field)
+            box.clear()
+            box.send_keys(value)
+        driver.find_element(By.ID, "sign-in-button").click()
+
+    try:
+        driver.get(base + "/#/topics")
+        wait("the sign-in form", lambda d: d.find_elements(By.ID, "sign-in-form"))
+        assert _unlabelled(driver) == []
+        assert not driver.find_element(By.ID, "admin-token").is_displayed()
+        shot("sign-in")
+        sign_in("not the password")
+        refused = wait("the refusal", lambda d: d.find_elements(By.CSS_SELECTOR, ".toast-error"))
+        assert "wrong user name or password" in refused[0].text
+        assert refused[0].get_attribute("role") == "alert"
+        sign_in(PASSWORD)
+        wait(
+            "signed in",
+            lambda d: d.find_element(By.ID, "signed-in-as").text == "signed in as alice",
+        )
+
+        # the overview's chart has no rates yet (one sample an hour): it says so
+        driver.get(base + "/#/")
+        wait("the empty chart", lambda d: d.find_element(By.ID, "rate-chart-empty").is_displayed())
+        assert driver.find_element(By.ID, "rate-chart-empty").text == "no data yet"
+
+        # only the topic alice may read is listed
+        driver.get(base + "/#/topics")
+        wait(
+            "alice's topics",
+            lambda d: (
+                [r.get_attribute("data-topic") for r in d_rows(d, "tr[data-topic]")] == ["visible"]
+            ),
+        )
+
+        # a value framed with a known schema id is shown decoded, with its id
+        driver.get(base + "/#/messages/visible/0")
+        badge = wait(
+            "the schema badge",
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-offset='0'] td.decoded .badge"),
+        )
+        assert badge[0].text == f"schema id {SCHEMA_ID}"
+        decoded = driver.find_element(By.CSS_SELECTOR, "tr[data-offset='0'] td.decoded pre").text
+        assert json.loads(decoded) == {"amount": 12}
+        driver.get(base + "/#/messages/hidden/0")
+        refusal = wait("the refusal", lambda d: d.find_elements(By.CSS_SELECTOR, ".toast-error"))
+        assert "not allowed READ" in refusal[-1].text
+
+        # the clients that push telemetry, each client's metrics on demand
+        driver.get(base + "/#/clients")
+        [client] = CLIENTS["clients"]
+        row = wait("the client", lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-client]"))
+        assert row[0].find_elements(By.TAG_NAME, "td")[0].text == client["client_id"]
+        row[0].find_element(By.CSS_SELECTOR, "button.show-metrics").click()
+        metric = wait(
+            "the client's metrics",
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".metrics-table tbody td"),
+        )
+        assert metric[0].text == client["metrics"][0]["name"]
+        assert driver.find_elements(By.CSS_SELECTOR, "#main b") == []
+        shot("clients")
+        driver.find_element(By.ID, "clients-table-filter").send_keys("nobody")
+        wait("no client matches", lambda d: d_rows(d, "tr[data-client]") == [])
+
+        # signed out, the page asks again
+        driver.find_element(By.ID, "sign-out").click()
+        wait("the sign-in form again", lambda d: d.find_elements(By.ID, "sign-in-form"))
+    finally:
+        driver.quit()
+    return taken
+
+
+@pytest_twisted.ensureDeferred
+async def test_sign_in_page_in_a_real_browser(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rustka.security.acl import Operation, ResourceType
+    from rustka.security.credentials import CredentialStore
+    from rustka.security.scram import MECHANISMS, derive_credential
+    from tests.ops.console.conftest import start_console
+    from tests.ops.console.test_search import CLIENTS, SCHEMA_ID, decode_framed
+    from tests.ops.console.test_signin import PASSWORD, allow
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = CredentialStore(data_dir / "credentials")
+    store.upsert("alice", "SCRAM-SHA-256", derive_credential(MECHANISMS["SCRAM-SHA-256"], PASSWORD))
+    made = await start_console(
+        data_dir,
+        None,
+        decode_value=decode_framed,
+        client_metrics=lambda: CLIENTS,
+        sample_interval_s=3600,
+        console_authentication="users",
+        authorizer_enabled=True,
+        super_users="User:root",
+    )
+    try:
+        broker = made.running.broker
+        for name in ("visible", "hidden"):
+            await within(broker.create_topic(name, 1, {}))
+        framed = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b'{"amount": 12}'
+        await within(
+            broker.access.create(
+                [
+                    allow("User:alice", ResourceType.TOPIC, "visible", Operation.READ),
+                    allow("User:alice", ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE),
+                    allow("User:ANONYMOUS", ResourceType.TOPIC, "visible", Operation.WRITE),
+                ],
+                "User:root",
+            )
+        )
+        client = await made.running.client()
+        try:
+            await within(client.produce("visible", b"k", framed))
+        finally:
+            await client.close()
+        shots = tmp_path / "screenshots"
+        shots.mkdir()
+        taken = await within(
+            threads.deferToThread(browse_signed_in, made.base, shots, tmp_path / "profile"), 240
+        )
+    finally:
+        await made.console.stopService()
+        await made.running.stop()
+    assert [Path(p).name for p in taken] == ["sign-in.png", "clients.png"]
     copy = REPO / ".cache" / "console-screenshots"
     copy.mkdir(parents=True, exist_ok=True)
     for path in taken:
