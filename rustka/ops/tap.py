@@ -215,15 +215,28 @@ def build_service(
             kafka_factory=top.kafka_factory,
         )
         top.metrics.setServiceParent(top)
-    if config.console_listen:
-        from rustka.ops.console import console_service
-
-        top.console = console_service(
-            config, top.broker, top.factory, reactor, backlog, kafka_factory=top.kafka_factory
-        )
-        top.console.setServiceParent(top)
     if config.schema_registry_listen:
         top.schema_registry = schema_registry_service(top, config, reactor, backlog)
+    if config.console_listen:
+        from rustka.ops.client_metrics import clients_json
+        from rustka.ops.console import console_service
+
+        broker = top.broker
+        telemetry = broker.client_telemetry
+        top.console = console_service(
+            config,
+            broker,
+            top.factory,
+            reactor,
+            backlog,
+            kafka_factory=top.kafka_factory,
+            # Values framed with a registered schema id are shown decoded (docs/console.md).
+            decode_value=None if top.schema_registry is None else top.schema_registry.decode_value,
+            client_metrics=None
+            if telemetry is None
+            else lambda: clients_json(telemetry, int(reactor.seconds() * 1000)),
+        )
+        top.console.setServiceParent(top)
     if config.manhole:
         from rustka.ops.manhole import admin_namespace, manhole_service
 
