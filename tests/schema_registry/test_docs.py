@@ -98,9 +98,9 @@ def test_the_page_has_curl_examples_of_every_endpoint() -> None:
         assert endpoint in paths + " ", endpoint
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 @pytest_twisted.ensureDeferred
 async def test_every_curl_example_prints_what_the_page_shows(registry: Registry) -> None:
+    assert shutil.which("curl"), "curl is missing: scripts/test installs it (Debian's curl)"
     found = examples(DOC.read_text())
     assert len(found) > 20
     results = await within(threads.deferToThread(run_all, registry.url, found), 120)
