@@ -24,6 +24,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import threads
 
+from rustka.client.protocol import BrokerError
 from tests.conftest import start_broker, within
 
 pytestmark = pytest.mark.clients
@@ -385,7 +386,7 @@ async def test_clients_cannot_write_delete_grow_or_trim_it(data_dir: Path) -> No
 
         c = await running.client()
         try:
-            with pytest.raises(Exception, match="__consumer_offsets"):
+            with pytest.raises(BrokerError, match=r"'__consumer_offsets'.* reserved"):
                 await c.produce(TOPIC, b"k", b"v")
         finally:
             await c.close()
