@@ -392,7 +392,7 @@ class Broker:
         assert self.txn_log is not None and self.logs is not None
         if self.state == STARTING:
             self.state = SERVING
-        if self.offsets_topic is not None:
+        if self.offsets_topic is not None and self.state == SERVING:
             self.offsets_topic.follow()
         # Decisions the log left prepared are rolled forward on their own; requests for
         # those ids wait for them (the coordinator's lock per id).

@@ -149,7 +149,9 @@ class OffsetsTopic:
         for partition, records in sorted(by_partition.items()):
             for start in range(0, len(records), _BATCH_RECORDS):
                 chunk = records[start : start + _BATCH_RECORDS]
-                d = self._core.appends.append(
+                # maybeDeferred: a broker that stops refuses at once (BrokerUnavailable).
+                d = defer.maybeDeferred(
+                    self._core.appends.append,
                     CONSUMER_OFFSETS_TOPIC,
                     partition,
                     encode_batch(chunk, timestamp=commit_ms),

@@ -9,7 +9,10 @@ Java's own ``String.hashCode``, so none of them comes from the encoder under tes
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import pytest_twisted
 
 from rustka.broker.offsets_topic import (
     java_hash,
@@ -18,6 +21,8 @@ from rustka.broker.offsets_topic import (
     partition_for,
     records_of,
 )
+from rustka.names import CONSUMER_OFFSETS_TOPIC
+from tests.conftest import reactor_turns, start_broker
 
 
 def test_the_key_is_offset_commit_key_version_1() -> None:
@@ -103,3 +108,54 @@ def test_records_of_a_commit_and_a_deletion() -> None:
 def test_records_of_a_commit_without_metadata() -> None:
     [(_, record)] = records_of([("g", "t", 2, 7)], 5)
     assert record.value == bytes.fromhex("00030000000000000007ffffffff00000000000000000005")
+
+
+# -- in the broker (a real one on 127.0.0.1, the native protocol) --------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_topic_exists_once_the_broker_is_ready(data_dir: Path) -> None:
+    running = await start_broker(data_dir, consumer_offsets_topic=True)
+    try:
+        # No wait: a client's first request may come now.
+        assert len(running.broker.topics[CONSUMER_OFFSETS_TOPIC].partitions) == 1
+        assert running.broker.offsets_topic is not None
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_native_commit_becomes_a_record(data_dir: Path) -> None:
+    running = await start_broker(data_dir, consumer_offsets_topic=True)
+    try:
+        c = await running.client()
+        try:
+            await c.create_topic("t", 1)
+            await c.commit("g", "t", 0, 5)
+            kept = running.broker.offsets_topic
+            await reactor_turns(lambda: kept.records_written == 1)
+            record = await c.fetch(CONSUMER_OFFSETS_TOPIC, 0, 0)
+        finally:
+            await c.close()
+        assert record is not None
+        assert record.key == bytes.fromhex("000100016700017400000000")
+        assert record.value is not None and record.value[:16] == bytes.fromhex(
+            "00030000000000000005ffffffff0000"
+        )
+    finally:
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_write_while_the_broker_stops_is_dropped_quietly(data_dir: Path) -> None:
+    running = await start_broker(data_dir, consumer_offsets_topic=True)
+    try:
+        kept = running.broker.offsets_topic
+        running.broker.accepting = False
+        try:
+            kept.publish([("g", "t", 0, 1, "")], 5)  # restated at the next start
+        finally:
+            running.broker.accepting = True
+        assert (kept.failed_writes, kept.records_written) == (1, 0)
+    finally:
+        await running.stop()
