@@ -388,9 +388,16 @@ class Broker:
         )
         for skipped in self.txn_log.skipped_batches:
             self.log.error("damaged transaction-log batch skipped in {where}", where=str(skipped))
+        # Served only once __consumer_offsets exists (with the setting on): a client's
+        # first Metadata must find it, not an unknown, invalid name.
+        self._make_offsets_topic().addCallback(self._serve)
+
+    def _serve(self, _: object) -> None:
+        assert self.txn_log is not None and self.logs is not None
         if self.state == STARTING:
             self.state = SERVING
-        self._start_offsets_topic()
+        if self.offsets_topic is not None and self.state == SERVING:
+            self.offsets_topic.follow()
         # Decisions the log left prepared are rolled forward on their own; requests for
         # those ids wait for them (the coordinator's lock per id).
         self.transactions.load(self.txn_log, clean=not self.logs.recovered)
@@ -398,22 +405,25 @@ class Broker:
         for d in ready:
             d.callback(None)
 
-    def _start_offsets_topic(self) -> None:
-        """Follow the offsets store into __consumer_offsets, with the setting on."""
+    def _make_offsets_topic(self) -> defer.Deferred[None]:
+        """Create __consumer_offsets if it is missing, with the setting on (at once, off)."""
         if not self.config.consumer_offsets_topic or self.offsets is None:
-            return
+            return defer.succeed(None)
         if self.diskless is not None:
             self.log.warn(
                 "consumer_offsets_topic is not served in a cluster (docs/kafka.md, "
                 '"The __consumer_offsets topic"): ignored'
             )
-            return
-        self.offsets_topic = OffsetsTopic(
-            self, self.offsets, self.config.offsets_topic_num_partitions
-        )
-        self.offsets_topic.start().addErrback(
-            lambda f: self.log.failure("starting __consumer_offsets failed", f)
-        )
+            return defer.succeed(None)
+        offsets_topic = OffsetsTopic(self, self.offsets, self.config.offsets_topic_num_partitions)
+
+        def made(_: object) -> None:
+            self.offsets_topic = offsets_topic
+
+        def failed(f: Failure) -> None:
+            self.log.failure("creating __consumer_offsets failed: not kept", f)
+
+        return offsets_topic.create().addCallbacks(made, failed)
 
     @property
     def node_id(self) -> int:

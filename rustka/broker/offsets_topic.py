@@ -110,8 +110,8 @@ class OffsetsTopic:
         self.records_written = 0
         self.failed_writes = 0
 
-    def start(self) -> defer.Deferred[None]:
-        """Create the topic if it is missing, then follow the store from its current state."""
+    def create(self) -> defer.Deferred[None]:
+        """Create the topic if it is missing (before the broker serves: see `follow`)."""
         logs = self._core.check_open()
         if CONSUMER_OFFSETS_TOPIC in logs.topics:
             made: defer.Deferred[Any] = defer.succeed(None)
@@ -123,19 +123,20 @@ class OffsetsTopic:
                 {"cleanup.policy": "compact"},
             )
 
-        def follow(_: Any) -> None:
+        def created(_: Any) -> None:
             self._partitions = len(logs.topics[CONSUMER_OFFSETS_TOPIC].partitions)
-            reactor: IReactorThreads = self._core.reactor
-            self._store.observer = lambda commits, ms: reactor.callFromThread(
-                self.publish, commits, ms
-            )
-            by_time: dict[int, list[Commit]] = {}
-            for (group, topic, partition), (offset, ms, metadata) in self._store.entries():
-                by_time.setdefault(ms, []).append((group, topic, partition, offset, metadata))
-            for ms, commits in sorted(by_time.items()):
-                self.publish(commits, ms)
 
-        return made.addCallback(follow)
+        return made.addCallback(created)
+
+    def follow(self) -> None:
+        """Write the store's current commits, then each change (the broker is serving)."""
+        reactor: IReactorThreads = self._core.reactor
+        self._store.observer = lambda commits, ms: reactor.callFromThread(self.publish, commits, ms)
+        by_time: dict[int, list[Commit]] = {}
+        for (group, topic, partition), (offset, ms, metadata) in self._store.entries():
+            by_time.setdefault(ms, []).append((group, topic, partition, offset, metadata))
+        for ms, commits in sorted(by_time.items()):
+            self.publish(commits, ms)
 
     def stop(self) -> None:
         self._store.observer = None
@@ -148,7 +149,9 @@ class OffsetsTopic:
         for partition, records in sorted(by_partition.items()):
             for start in range(0, len(records), _BATCH_RECORDS):
                 chunk = records[start : start + _BATCH_RECORDS]
-                d = self._core.appends.append(
+                # maybeDeferred: a broker that stops refuses at once (BrokerUnavailable).
+                d = defer.maybeDeferred(
+                    self._core.appends.append,
                     CONSUMER_OFFSETS_TOPIC,
                     partition,
                     encode_batch(chunk, timestamp=commit_ms),
