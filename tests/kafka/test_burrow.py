@@ -35,13 +35,7 @@ ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 # ZooKeeper logs through slf4j: the simple binding writes its log to stderr.
 SLF4J_SIMPLE = "/usr/share/java/slf4j-simple.jar"
 
-pytestmark = [
-    pytest.mark.clients,
-    pytest.mark.skipif(
-        not (os.path.exists(BURROW) and os.path.exists(ZOOKEEPER_JAR) and shutil.which("java")),
-        reason="needs Debian's burrow and zookeeper packages (scripts/test installs them)",
-    ),
-]
+pytestmark = pytest.mark.clients
 
 CLUSTER = "rustka"
 
@@ -265,6 +259,9 @@ def in_thread(f: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
 async def test_burrow_reports_a_groups_committed_offsets_and_lag(
     tmp_path: Path, processes: list[Process]
 ) -> None:
+    assert os.path.exists(BURROW) and os.path.exists(ZOOKEEPER_JAR) and shutil.which("java"), (
+        "needs Debian's burrow, zookeeper and a Java runtime: scripts/test installs them"
+    )
     running = await start_broker(
         tmp_path / "data", consumer_offsets_topic=True, offsets_topic_num_partitions=2
     )
