@@ -10,13 +10,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import pytest_twisted
 
 from rustka.kafka import admin_handlers, apis, group_handlers, handlers, messages
 from rustka.kafka.messages import ApiKey
-from tests.conftest import RunningBroker
+from tests.conftest import RunningBroker, start_broker
 
 
 def test_every_declared_api_has_a_handler_and_every_handler_a_declaration() -> None:
@@ -31,6 +32,7 @@ def test_every_declared_api_has_a_handler_and_every_handler_a_declaration() -> N
             "rustka.kafka.txn_handlers",
             "rustka.kafka.share_group_handlers",
             "rustka.kafka.consumer_group_handlers",
+            "rustka.kafka.telemetry_handlers",
         )
         assert handler.__module__ in modules, key
 
@@ -76,7 +78,20 @@ def test_the_table_alone_is_the_whole_table() -> None:
     assert out == f"{len(ApiKey)} False"
 
 
+TELEMETRY = {ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY}
+
+
 @pytest_twisted.ensureDeferred
-async def test_api_versions_lists_exactly_the_table(broker: RunningBroker) -> None:
+async def test_api_versions_lists_exactly_the_table(broker: RunningBroker, data_dir: Path) -> None:
+    """The whole table, but the client-telemetry APIs only when telemetry is configured,
+    as Kafka offers them only with a telemetry receiver (docs/kafka.md)."""
     factory = broker.top.kafka_factory
-    assert [key for key, _, _ in factory.advertised_versions()] == sorted(apis.HANDLERS)
+    advertised = [key for key, _, _ in factory.advertised_versions()]
+    assert advertised == sorted(set(apis.HANDLERS) - TELEMETRY)
+    await broker.stop()
+    with_telemetry = await start_broker(data_dir, client_telemetry_metrics="*")
+    try:
+        factory = with_telemetry.top.kafka_factory
+        assert [key for key, _, _ in factory.advertised_versions()] == sorted(apis.HANDLERS)
+    finally:
+        await with_telemetry.stop()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from twisted.internet import defer, task
 from rustka.kafka import messages
 from rustka.native import codec as p
 from rustka.ops.protocol_switch import first_frame_protocol, is_kafka_request
-from tests.conftest import RunningBroker, within
+from tests.conftest import RunningBroker, start_broker, within
 from tests.native.test_server import RawClient, close, connect_raw, frame
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
@@ -29,6 +29,17 @@ SENTINEL_CID = 0x7FFF0001
 SENTINEL = messages.encode_request(API_VERSIONS, 0, SENTINEL_CID, "switch-test", {})
 CLIENT_IDS = (None, "", "switch-test")
 NATIVE_PROBE = frame(p.encode_request(p.Metadata(())))
+
+
+@pytest_twisted.async_yield_fixture
+async def broker(data_dir: Path) -> AsyncIterator[RunningBroker]:
+    """With client telemetry on, so every declared Kafka API is served (the telemetry APIs
+    are only with it, docs/kafka.md)."""
+    running = await start_broker(data_dir, client_telemetry_metrics="*")
+    try:
+        yield running
+    finally:
+        await running.stop()
 
 
 async def trickle(client: object, data: bytes) -> None:
