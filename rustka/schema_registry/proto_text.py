@@ -103,6 +103,14 @@ class FilePrinter:
     def emit(self, depth: int, line: str) -> None:
         self.lines.append(INDENT * depth + line)
 
+    def close(self, depth: int) -> None:
+        """A block's `}`, on its opening line when the block is empty."""
+        opening = self.lines[-1]
+        if opening.endswith(" {") and len(opening) - len(opening.lstrip()) == len(INDENT) * depth:
+            self.lines[-1] = opening + "}"
+        else:
+            self.emit(depth, "}")
+
     def message(self, depth: int, message: descriptor_pb2.DescriptorProto, scope: str) -> None:
         name = identifier(message.name)
         full = f"{scope}.{name}"
@@ -167,7 +175,7 @@ class FilePrinter:
             FIELD_NUMBER_END - 1,
             message.reserved_name,
         )
-        self.emit(depth, "}")
+        self.close(depth)
 
     def field(
         self, depth: int, field: descriptor_pb2.FieldDescriptorProto, in_oneof: bool = False
@@ -216,7 +224,7 @@ class FilePrinter:
             self.emit(depth + 1, f"option {option} = {value};")
         for field in fields:
             self.field(depth + 1, field, in_oneof=True)
-        self.emit(depth, "}")
+        self.close(depth)
 
     def enum(self, depth: int, enum: descriptor_pb2.EnumDescriptorProto) -> None:
         self.emit(depth, f"enum {identifier(enum.name)} {{")
@@ -232,7 +240,7 @@ class FilePrinter:
             ENUM_NUMBER_MAX,
             enum.reserved_name,
         )
-        self.emit(depth, "}")
+        self.close(depth)
 
     def reserved(
         self, depth: int, ranges: list[tuple[int, int]], top: int, names: Iterable[str]
@@ -252,12 +260,12 @@ class FilePrinter:
             extendee = type_name(extension.extendee)
             if extendee != block:
                 if block is not None:
-                    self.emit(depth, "}")
+                    self.close(depth)
                 self.emit(depth, f"extend {extendee} {{")
                 block = extendee
             self.field(depth + 1, extension)
         if block is not None:
-            self.emit(depth, "}")
+            self.close(depth)
 
     def service(self, service: descriptor_pb2.ServiceDescriptorProto) -> None:
         self.emit(0, f"service {identifier(service.name)} {{")
@@ -277,8 +285,8 @@ class FilePrinter:
             self.emit(1, head + " {")
             for option, value in options:
                 self.emit(2, f"option {option} = {value};")
-            self.emit(1, "}")
-        self.emit(0, "}")
+            self.close(1)
+        self.close(0)
 
 
 def identifier(name: str) -> str:

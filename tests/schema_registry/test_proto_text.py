@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2
 from rustka.schema_registry import formats, protobuf
 from rustka.schema_registry.formats import parse
 from rustka.schema_registry.model import Registry as Model
-from rustka.schema_registry.proto_text import default_json_name, proto_text
+from rustka.schema_registry.proto_text import Unprintable, default_json_name, proto_text
 from rustka.schema_registry.protobuf import ProtobufSchema
 from tests.schema_registry.conftest import Registry
 
@@ -115,6 +115,42 @@ message Legacy {
 
 extend Legacy { optional int32 extra = 100; repeated string tags = 102; }
 """,
+    "well_known": r"""
+syntax = "proto3";
+import "google/protobuf/any.proto";
+import public "google/protobuf/struct.proto";
+import "google/protobuf/wrappers.proto";
+import "google/protobuf/duration.proto";
+import "google/protobuf/empty.proto";
+import "google/protobuf/descriptor.proto";
+
+extend google.protobuf.FieldOptions { int32 weight = 50001; }
+
+message Nothing {}
+message Envelope {
+  google.protobuf.Any body = 1;
+  google.protobuf.Struct meta = 2;
+  google.protobuf.Int64Value maybe_count = 3;
+  google.protobuf.Duration ttl = 4;
+  google.protobuf.Empty none = 5;
+  message Deep {
+    message Deeper {
+      map<string, Deeper> children = 1;
+      message AfterMap { string note = 1; }
+      map<sint32, bytes> blobs = 2;
+    }
+    repeated Deeper deepers = 1;
+    oneof kind { Nothing nothing = 2; google.protobuf.Value value = 3; }
+  }
+  Deep deep = 6;
+  repeated Envelope nested = 7;
+  map<uint64, google.protobuf.ListValue> lists = 8;
+  optional bool flag = 9;
+  optional Deep.Deeper.AfterMap after = 10;
+}
+enum Alone { ALONE_ZERO = 0; reserved 3 to 5; }
+service Empty { }
+""",
 }
 
 
@@ -148,7 +184,7 @@ def test_the_canonical_text_compiles_back_to_the_same_descriptor(name: str) -> N
     refs = references(name)
     first = parse("PROTOBUF", CORPUS[name], refs)
     canonical = first.canonical()
-    assert canonical.startswith(f'syntax = "{name}";\n')
+    assert canonical.startswith('syntax = "proto')
     again = parse("PROTOBUF", canonical, refs)
     assert again.canonical() == canonical == first.normalized()
     assert comparable(again.file) == comparable(first.file)  # type: ignore[attr-defined]
@@ -345,3 +381,17 @@ def test_a_map_entry_no_field_uses_is_unprintable() -> None:
     order.field.remove(tallies)
     with pytest.raises(ValueError, match=r"map entries of \.shop\.Order"):
         proto_text(file)
+
+
+@pytest.mark.parametrize("module", protobuf.WELL_KNOWN, ids=lambda m: m.DESCRIPTOR.name)
+def test_the_well_known_files_print_as_text_protoc_compiles_to_them(module: Any) -> None:
+    """Real files, with their options (java_package, csharp_namespace, cc_enable_arenas
+    ...), maps, oneofs, enums and nested types; descriptor.proto itself uses editions-era
+    message-valued options, which are refused, not dropped."""
+    file = descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb)
+    if file.name == "google/protobuf/descriptor.proto":
+        with pytest.raises(Unprintable):
+            proto_text(file)
+        return
+    text = proto_text(file)
+    assert comparable(protobuf.run_protoc(text, {})) == comparable(file)
