@@ -308,11 +308,15 @@ def type_name(name: str) -> str:
 
 
 def field_type(field: descriptor_pb2.FieldDescriptorProto) -> str:
+    # A descriptor built by hand may name a message or enum type without saying which
+    # (the pool looks it up); an unset type would otherwise read as its default, double.
+    if not field.HasField("type"):
+        if field.type_name:
+            return type_name(field.type_name)
+        raise Unprintable(f"field {field.name} has no type")
     if field.type in SCALARS:
         return SCALARS[field.type]
-    if field.type in (FDP.TYPE_MESSAGE, FDP.TYPE_ENUM) or (
-        not field.HasField("type") and field.type_name
-    ):
+    if field.type in (FDP.TYPE_MESSAGE, FDP.TYPE_ENUM):
         return type_name(field.type_name)
     raise Unprintable(f"field {field.name} of type {field.type}")
 

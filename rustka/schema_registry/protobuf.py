@@ -96,9 +96,15 @@ class ProtobufSchema:
         self.imports = imports
         self.pool = build_pool(self.file, imports)
         self.descriptor = self.pool.FindFileByName(self.file.name)
+        # Printed from the pool's copy, in which every field's type is resolved and
+        # named in full, however a hand-built descriptor named it.
+        resolved = descriptor_pb2.FileDescriptorProto()
+        self.descriptor.CopyToProto(resolved)
         try:
-            self._canonical = proto_text(self.file)
-        except Unprintable:
+            self._canonical = proto_text(resolved)
+        except (Unprintable, KeyError, IndexError):
+            # What the printer cannot render, or a descriptor it misreads, is kept as
+            # registered (docs/schema-registry.md, "Protobuf schemas").
             self._canonical = descriptor_text(self.file)
 
     def canonical(self) -> str:

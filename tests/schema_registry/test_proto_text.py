@@ -20,6 +20,8 @@ from rustka.schema_registry.proto_text import Unprintable, default_json_name, pr
 from rustka.schema_registry.protobuf import ProtobufSchema
 from tests.schema_registry.conftest import Registry
 
+FDP_REPEATED = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+
 MONEY = """
 syntax = "proto3";
 package common;
@@ -395,3 +397,18 @@ def test_the_well_known_files_print_as_text_protoc_compiles_to_them(module: Any)
         return
     text = proto_text(file)
     assert comparable(protobuf.run_protoc(text, {})) == comparable(file)
+
+
+def test_a_hand_built_descriptor_is_printed_with_its_types_resolved() -> None:
+    """A client may build its descriptor by hand, naming types relative to their scope
+    and leaving a field's type out where type_name says it: the pool resolves both,
+    and the text names them in full, so it compiles back to the same text."""
+    file = descriptor_pb2.FileDescriptorProto(name="hand.proto", package="p", syntax="proto3")
+    message = file.message_type.add(name="A")
+    message.field.add(name="b", number=1, type_name=".p.B")
+    message.field.add(name="e", number=2, type_name="E", label=FDP_REPEATED)
+    file.message_type.add(name="B")
+    file.enum_type.add(name="E").value.add(name="Z", number=0)
+    parsed = parse("PROTOBUF", base64.b64encode(file.SerializeToString()).decode())
+    assert "  .p.B b = 1;\n  repeated .p.E e = 2;\n" in parsed.canonical()
+    assert parse("PROTOBUF", parsed.canonical()).canonical() == parsed.canonical()
