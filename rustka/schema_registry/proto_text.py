@@ -70,6 +70,9 @@ def proto_text(file: descriptor_pb2.FileDescriptorProto) -> str:
 
 
 class FilePrinter:
+    """One file's text, built line by line; a class only so that each block knows
+    whether the file is proto2 or proto3 (labels differ) without passing it down."""
+
     def __init__(self, file: descriptor_pb2.FileDescriptorProto) -> None:
         self.file = file
         self.lines: list[str] = []
