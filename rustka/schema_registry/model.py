@@ -387,7 +387,9 @@ class Registry:
     ) -> str:
         """The text a version keeps: the canonical (or normalized) form when it parses
         back to a schema, else the text as registered, since every stored text is parsed
-        again (compatibility checks, references, decoding)."""
+        again (compatibility checks, references, decoding). Only a Protobuf schema
+        `.proto` text cannot render (custom options, groups; proto_text.py) takes the
+        second way: its canonical form is the descriptor's text format."""
         form = parsed.normalized() if normalize else parsed.canonical()
         if form == text:
             return form
@@ -446,7 +448,12 @@ class Registry:
         parsed = self.parse(schema_type, text, references, parse)
         form = self.storable(parsed, text, references, parse, normalize)
         stored = SchemaText(schema_type, form, tuple(references))
-        existing = self.find(subject, stored)
+        # A version stored as it was registered (by a Confluent registry whose `_schemas`
+        # this is, or a schema with no canonical text that parses back) is found by
+        # that text, as lookup finds it.
+        existing = self.find(subject, stored) or self.find(
+            subject, SchemaText(schema_type, text, tuple(references))
+        )
         if existing is not None and (schema_id is None or schema_id == existing.id):
             return existing, []
         every = sorted(self.versions.get(subject, {}).values(), key=lambda v: v.version)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from google.protobuf import (
 from google.protobuf.message import DecodeError
 
 from rustka.schema_registry.parsed import References, SchemaError, check_size
+from rustka.schema_registry.proto_text import Unprintable, default_json_name, proto_text
 
 # The files every schema may import without a reference (Confluent skips references for
 # them too), in an order where each one's imports come before it.
@@ -62,6 +64,11 @@ WELL_KNOWN_NAMES = frozenset(module.DESCRIPTOR.name for module in WELL_KNOWN)
 MAIN_FILE = "registered-schema.proto"
 PROTOC_TIMEOUT_SECONDS = 30
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+
+# protoc's descriptors, serialized, by a digest of the text and the imports (see
+# compile_proto); forgotten all at once when they would hold over 16 MiB.
+COMPILED_BYTES = 16 << 20
+COMPILED: dict[bytes, bytes] = {}
 
 
 class ProtobufSchema:
@@ -89,7 +96,16 @@ class ProtobufSchema:
         self.imports = imports
         self.pool = build_pool(self.file, imports)
         self.descriptor = self.pool.FindFileByName(self.file.name)
-        self._canonical = canonical_text(self.file)
+        # Printed from the pool's copy, in which every field's type is resolved and
+        # named in full, however a hand-built descriptor named it.
+        resolved = descriptor_pb2.FileDescriptorProto()
+        self.descriptor.CopyToProto(resolved)
+        try:
+            self._canonical = proto_text(resolved)
+        except (Unprintable, KeyError, IndexError):
+            # What the printer cannot render, or a descriptor it misreads, is kept as
+            # registered (docs/schema-registry.md, "Protobuf schemas").
+            self._canonical = descriptor_text(self.file)
 
     def canonical(self) -> str:
         return self._canonical
@@ -150,7 +166,30 @@ def from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
 def compile_proto(
     text: str, imports: dict[str, descriptor_pb2.FileDescriptorProto]
 ) -> descriptor_pb2.FileDescriptorProto:
-    """`.proto` text compiled by protoc, its imports given as a descriptor set."""
+    """`.proto` text compiled by protoc, its imports given as a descriptor set.
+
+    The registry stores Protobuf schemas as `.proto` text and parses a stored version
+    again for every compatibility check; protoc's answer depends on nothing but the
+    text and the imports, so it is remembered (a bounded number of them)."""
+    digest = hashlib.sha256()
+    parts = [text.encode("utf-8")]
+    for name, dependency in sorted(imports.items()):
+        parts += [name.encode("utf-8"), dependency.SerializeToString(deterministic=True)]
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    key = digest.digest()
+    known = COMPILED.get(key)
+    if known is None:
+        known = run_protoc(text, imports).SerializeToString()
+        if sum(map(len, COMPILED.values())) + len(known) > COMPILED_BYTES:
+            COMPILED.clear()
+        COMPILED[key] = known
+    return descriptor_pb2.FileDescriptorProto.FromString(known)
+
+
+def run_protoc(
+    text: str, imports: dict[str, descriptor_pb2.FileDescriptorProto]
+) -> descriptor_pb2.FileDescriptorProto:
     with tempfile.TemporaryDirectory(prefix="rustka-proto-") as tmp:
         root = Path(tmp)
         (root / MAIN_FILE).write_text(text, encoding="utf-8")
@@ -216,16 +255,12 @@ def add(pool: descriptor_pool.DescriptorPool, file: descriptor_pb2.FileDescripto
         raise SchemaError(f"invalid Protobuf schema {file.name!r}: {exc}") from None
 
 
-def default_json_name(name: str) -> str:
-    """protoc's JSON name of a field: underscores dropped, the letter after each one
-    capitalised."""
-    parts = name.split("_")
-    return parts[0] + "".join(part[:1].upper() + part[1:] for part in parts[1:])
-
-
-def canonical_text(file: descriptor_pb2.FileDescriptorProto) -> str:
-    """The descriptor in text format without what the two registration forms differ in:
-    the file's own name, source info, and JSON names protoc derives by itself."""
+def descriptor_text(file: descriptor_pb2.FileDescriptorProto) -> str:
+    """The canonical form of a schema `.proto` text cannot render (proto_text.py says
+    which): the descriptor in protobuf's text format without what the two registration
+    forms differ in (the file's own name, source info, the JSON names protoc derives).
+    It does not parse back as a schema, so the registry keeps such a schema as it was
+    registered."""
     copy = descriptor_pb2.FileDescriptorProto()
     copy.CopyFrom(file)
     copy.ClearField("name")

@@ -23,6 +23,7 @@ from rustka.schema_registry.auth import Guard
 from rustka.schema_registry.model import (
     SCHEMA_TYPES,
     RegistryError,
+    SchemaText,
     Version,
     invalid_schema,
     parse_version,
@@ -168,15 +169,22 @@ class Api:
             out["schemaType"] = text.schema_type
         if text.references:
             out["references"] = [r.as_json() for r in text.references]
-        schema = text.text
-        if args.get("format") == "serialized" and text.schema_type == "PROTOBUF":
-            parsed = self.registry.parse(
-                text.schema_type, text.text, text.references, formats.parse
-            )
-            serialized = getattr(parsed, "serialized", None)
-            if serialized is not None:
-                schema = serialized()
-        out["schema"] = schema
+        out["schema"] = self.shown(text, args)
+        return out
+
+    def shown(self, text: SchemaText, args: dict[str, str]) -> str:
+        """A stored schema as asked for: as stored (`.proto` text for Protobuf), or with
+        `?format=serialized` a Protobuf schema as base64 of its FileDescriptorProto,
+        which confluent-kafka asks for when it reads a reference or the latest version."""
+        if args.get("format") != "serialized" or text.schema_type != "PROTOBUF":
+            return text.text
+        parsed = self.registry.parse(text.schema_type, text.text, text.references, formats.parse)
+        serialized = getattr(parsed, "serialized", None)
+        return text.text if serialized is None else str(serialized())
+
+    def version(self, version: Version, args: dict[str, str]) -> dict[str, Any]:
+        out = version.as_json()
+        out["schema"] = self.shown(version.schema, args)
         return out
 
     # -- config and mode ------------------------------------------------------------------
@@ -357,10 +365,11 @@ class RegistryResource(resource.Resource):
                 return await api.register(subject, body, args)
             case "GET", ["subjects", subject, "versions", which]:
                 sub(subject)
-                return registry.version(subject, parse_version(which), deleted).as_json()
+                return api.version(registry.version(subject, parse_version(which), deleted), args)
             case "GET", ["subjects", subject, "versions", which, "schema"]:
                 sub(subject)
-                return Raw(registry.version(subject, parse_version(which), deleted).schema.text)
+                found = registry.version(subject, parse_version(which), deleted)
+                return Raw(api.shown(found.schema, args))
             case "GET", ["subjects", subject, "versions", which, "referencedby"]:
                 sub(subject)
                 return registry.referenced_by(
@@ -384,7 +393,7 @@ class RegistryResource(resource.Resource):
             case "GET", ["schemas", "ids", number, "schema"]:
                 schema_id = _id(number)
                 self._id_visible(request, principal, schema_id)
-                return Raw(registry.schema(schema_id).text)
+                return Raw(api.shown(registry.schema(schema_id), args))
             case "GET", ["schemas", "ids", number, "subjects"]:
                 schema_id = _id(number)
                 found = self._visible(request, principal, registry.id_versions(schema_id, deleted))

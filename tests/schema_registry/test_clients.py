@@ -231,3 +231,50 @@ async def test_ids_survive_a_restart_for_the_clients(data_dir: Path) -> None:
         assert status == 200 and body["id"] == schema_id
     finally:
         await second.running.stop()
+
+
+MONEY_PROTO = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
+PRICED_PROTO = (
+    'syntax = "proto3";\npackage shop;\nimport "money.proto";\n'
+    "message Priced { string item = 1; common.Money price = 2; }\n"
+)
+
+
+def protobuf_references_read(url: str) -> list[str]:
+    """What confluent-kafka's Protobuf serdes do to read a schema and its references
+    (with `use.latest.version`, or rules): each one with `format=serialized`, parsed as
+    base64 FileDescriptorProtos into one pool."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
+    from confluent_kafka.schema_registry.common.protobuf import _str_to_proto
+    from google.protobuf import descriptor_pool
+
+    client = closing(SchemaRegistryClient({"url": url}))
+    latest = client.get_latest_version("priced-value", "serialized")
+    pool = descriptor_pool.DescriptorPool()
+    _resolve_named_schema(latest.schema, client, pool)
+    pool.Add(_str_to_proto("priced.proto", latest.schema.schema_str))
+    priced = pool.FindMessageTypeByName("shop.Priced")
+    return [f"{f.name}:{f.message_type.full_name if f.message_type else ''}" for f in priced.fields]
+
+
+@pytest_twisted.ensureDeferred
+async def test_protobuf_clients_read_stored_proto_text_as_serialized(registry: Registry) -> None:
+    body = {"schemaType": "PROTOBUF", "schema": MONEY_PROTO}
+    status, _ = await registry.call("POST", "/subjects/money/versions", body)
+    assert status == 200
+    references = [{"name": "money.proto", "subject": "money", "version": 1}]
+    body = {"schemaType": "PROTOBUF", "schema": PRICED_PROTO, "references": references}
+    status, made = await registry.call("POST", "/subjects/priced-value/versions", body)
+    assert status == 200, made
+    assert made["schema"].startswith('syntax = "proto3";')  # stored as .proto text
+    fields = await within(threads.deferToThread(protobuf_references_read, registry.url), 60)
+    assert fields == ["item:", "price:common.Money"]
+    for path in ("/subjects/money/versions/1", "/subjects/money/versions/latest/schema"):
+        status, shown = await registry.call("GET", path + "?format=serialized")
+        text = shown["schema"] if isinstance(shown, dict) else shown
+        assert status == 200 and "message" not in text, shown
+    status, shown = await registry.call(
+        "GET", f"/schemas/ids/{made['id']}/schema?format=serialized"
+    )
+    assert status == 200 and "syntax" not in shown, shown
