@@ -46,10 +46,10 @@ from rustka.record.batch import (
     BatchHeader,
     Record,
     accept_batches,
-    decode_records,
     encode_batch,
     ms_now,
     parse_header,
+    record_prefixes,
     restamp_batches,
 )
 from rustka.record.compression import codec_of
@@ -504,23 +504,27 @@ def _unframed(
         parts.append("value")
     if config.confluent_key_schema_validation:
         parts.append("key")
+    known: set[bytes] = set()
     for pos, header in checked:
         if header.attributes & CONTROL_BIT:
             continue
-        for record in decode_records(payload, pos, verify=False):
+        for key, value in record_prefixes(payload, pos, header, 5):
             for part in parts:
-                data = record.value if part == "value" else record.key
+                data = value if part == "value" else key
                 if data is None or len(data) < 5 or data[0] != 0:
                     return (
                         f"Record {part} is not framed with a schema id (magic byte 0, then 4 "
                         f"bytes), as confluent.{part}.schema.validation requires"
                     )
+                if data in known:
+                    continue
                 schema_id = int.from_bytes(data[1:5], "big")
                 if known_schema_id is None or not known_schema_id(schema_id):
                     return (
                         f"Record {part} names schema id {schema_id}, which the schema "
                         "registry does not know"
                     )
+                known.add(data)
     return None
 
 

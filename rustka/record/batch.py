@@ -1334,6 +1334,64 @@ def decode_records(
 _RECORDS_IN_COVERED = HEADER_SIZE - ATTRIBUTES_AT
 
 
+def record_prefixes(
+    buf: Buffer,
+    pos: int,
+    header: BatchHeader,
+    width: int,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of each record of an accepted batch, each cut to its first ``width``
+    bytes (None when null): what a check of a record's framing reads, without building
+    the records. Only for batches `accept_batches` passed: lengths are trusted."""
+    end_in_buf = pos + header.batch_length + LOG_OVERHEAD
+    data = buf[pos + HEADER_SIZE : end_in_buf]
+    if type(data) is not bytes:
+        data = bytes(data)
+    codec = header.attributes & CODEC_MASK
+    if codec:
+        data = decompress(codec, data, max_decompressed_bytes)
+    out: list[tuple[bytes | None, bytes | None]] = []
+    append = out.append
+    slow = _read_varint_slow
+    end = len(data)
+    i = 0
+    for _ in range(header.record_count):
+        b = data[i]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            i += 1
+        else:
+            length, i = slow(data, i, end, 5)
+        record_end = i + length
+        i += 1  # the attributes byte
+        while data[i] >= 0x80:  # the timestamp and offset deltas, skipped unread
+            i += 1
+        i += 1
+        while data[i] >= 0x80:
+            i += 1
+        i += 1
+        b = data[i]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            i += 1
+        else:
+            klen, i = slow(data, i, record_end, 5)
+        key = None if klen < 0 else data[i : i + (klen if klen < width else width)]
+        if klen > 0:
+            i += klen
+        b = data[i]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            i += 1
+        else:
+            vlen, i = slow(data, i, record_end, 5)
+        append((key, None if vlen < 0 else data[i : i + (vlen if vlen < width else width)]))
+        i = record_end
+    return out
+
+
 def _decode_body(data: bytes, i: int, header: BatchHeader, min_offset: int) -> list[Record]:
     """Hot loop: inline one- and two-byte varint fast paths, bounded slow decoding beyond.
 

@@ -1122,3 +1122,28 @@ def test_rank_range_is_min_and_max_on_both_sides_of_the_scan_threshold() -> None
             data = bytes(base + rng.randrange(spread + 1) for _ in range(n))
             assert _rank_range(data) == (min(data), max(data)), (n, spread)
     assert _rank_range(bytes([9] * 3000 + [0] + [255])) == (0, 255)
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_record_prefixes_read_each_records_key_and_value_head_as_decoding_would(
+    codec: str,
+) -> None:
+    from rustka.record.batch import record_prefixes
+
+    records = [
+        Record(key=None, value=b"\x00\x00\x00\x00\x07rest"),
+        Record(key=b"k" * 300, value=None, headers=(("h", b"v" * 200),)),
+        Record(key=b"", value=b"ab"),
+        Record(key=b"key", value=b"v" * 10_000, timestamp=2**40),
+    ] + [Record(key=None, value=b"%05d-tail" % i) for i in range(200)]
+    batch = encode_batch(records, timestamp=1_000)
+    if codec != "none":
+        batch = compress_batch(batch, codec)
+    (payload, checked) = accept_batches(batch, max_batch_bytes=1 << 20, now=1_000)
+    pos, header = checked[0]
+    cut = [
+        (None if r.key is None else r.key[:5], None if r.value is None else r.value[:5])
+        for r in decode_records(payload, pos)
+    ]
+    assert record_prefixes(payload, pos, header, 5) == cut
+    assert cut[0] == (None, b"\x00\x00\x00\x00\x07") and cut[1] == (b"kkkkk", None)
