@@ -21,6 +21,7 @@ TOP_LEVEL = {
     "connections",
     "eager_write",
     "fast_paths",
+    "http_bodies",
 }
 LAYERS = (
     "record",

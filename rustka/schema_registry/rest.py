@@ -18,6 +18,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import resource, server
 
+from rustka.http_bodies import bounded_request
 from rustka.schema_registry import formats
 from rustka.schema_registry.auth import Guard
 from rustka.schema_registry.model import (
@@ -458,27 +459,8 @@ class Raw(str):
     sends it, not quoted as a JSON string."""
 
 
-class BoundedRequest(server.Request):
-    """A request whose body may not outgrow `MAX_BODY`: Twisted would buffer any size
-    before the resource sees it, so a bigger one is hung up on at once (as the console
-    does, docs/console.md)."""
-
-    body_bytes = 0
-
-    def gotLength(self, length: int | None) -> None:
-        if length is not None and length > MAX_BODY:
-            self.body_bytes = length
-            self.channel.transport.loseConnection()  # type: ignore[union-attr]
-            length = 0
-        super().gotLength(length)
-
-    def handleContentChunk(self, data: bytes) -> None:
-        self.body_bytes += len(data)
-        if self.body_bytes > MAX_BODY:
-            if self.channel is not None:
-                self.channel.transport.loseConnection()  # type: ignore[union-attr]
-            return
-        super().handleContentChunk(data)
+# Bodies over `MAX_BODY` are hung up on as they arrive, as the console's are.
+BoundedRequest = bounded_request(MAX_BODY, "BoundedRequest")
 
 
 class RegistrySite(server.Site):

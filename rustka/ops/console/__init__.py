@@ -18,6 +18,7 @@ from twisted.application import service
 from twisted.internet import task
 from twisted.web import resource, server
 
+from rustka.http_bodies import bounded_request
 from rustka.ops.console.admin import MAX_BODY, AdminApi, Guard, json_body, read_token
 from rustka.ops.console.api import (
     ApiError,
@@ -320,26 +321,8 @@ async def _messages(
     return await api.messages(topic, partition, params)
 
 
-class ConsoleRequest(server.Request):
-    """A request whose body may not outgrow `MAX_BODY`: Twisted would buffer any size
-    (to a temp file) before the resource sees it, so a bigger one hangs up at once."""
-
-    body_bytes = 0
-
-    def gotLength(self, length: int | None) -> None:
-        if length is not None and length > MAX_BODY:
-            self.body_bytes = length
-            self.channel.transport.loseConnection()  # type: ignore[union-attr]
-            length = 0
-        super().gotLength(length)
-
-    def handleContentChunk(self, data: bytes) -> None:
-        self.body_bytes += len(data)
-        if self.body_bytes > MAX_BODY:
-            if self.channel is not None:
-                self.channel.transport.loseConnection()  # type: ignore[union-attr]
-            return
-        super().handleContentChunk(data)
+ConsoleRequest = bounded_request(MAX_BODY, "ConsoleRequest")
+"""Bodies over `MAX_BODY` are hung up on as they arrive (Twisted would buffer them)."""
 
 
 class ConsoleSite(server.Site):
