@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import linecache
 import math
 import os
 import re
@@ -84,6 +85,8 @@ RULES: tuple[tuple[str, frozenset[str] | None, str], ...] = tuple(
         ("<kafka codec _tagw", None, "answer"),
         ("<rustka.native.codec parts", None, "answer"),
         ("rustka.kafka.schema.codegen", "encode_struct _finish _count_errors", "answer"),
+        ("rustka.kafka.schema.apis", "_encode encode_response* response_error_counter", "answer"),
+        ("rustka.kafka.schema.primitives", "_w_* write* _nbytes", "answer"),
         (
             "rustka.kafka.messages",
             "encode_response_parts encode_response count_response_errors",
@@ -131,9 +134,9 @@ RULES: tuple[tuple[str, frozenset[str] | None, str], ...] = tuple(
         ("rustka.broker.waiters", None, "hand-off"),
         ("rustka.broker.core", "run _run _pool_work_done lane", "hand-off"),
         ("twisted.internet.defer", None, "hand-off"),
-        ("twisted.internet.base", "callFromThread _runThreadCallQueue wakeUp", "hand-off"),
-        ("twisted.internet.posixbase", "wakeUp doRead", "hand-off"),
-        ("twisted.internet._threadedselect", None, "hand-off"),
+        # runUntilCurrent runs the calls the I/O threads queued (and timers, rarer here).
+        ("twisted.internet.base", "callFromThread runUntilCurrent wakeUp", "hand-off"),
+        ("twisted.internet._signals", None, "hand-off"),  # the waker the threads write to
         ("twisted.python.threadpool", None, "hand-off"),
         ("twisted._threads", None, "hand-off"),
         ("threading", None, "hand-off"),
@@ -183,8 +186,31 @@ RULES: tuple[tuple[str, frozenset[str] | None, str], ...] = tuple(
         ("rustka.connections", None, "route"),
         ("rustka.output_budget", None, "route"),
         # ---- reactor: Twisted's loop itself (epoll, timers) when no rule above matched
+        ("rustka.ops.lean_poll", None, "reactor"),  # rustka's own poll step of that loop
         ("twisted", None, "reactor"),
     )
+)
+
+# Where a thread blocks: (module, functions, the blocking call on the frame's line). py-spy
+# does not tell idle threads from busy ones in this container (samples of the pool threads
+# in their queue's get() and of the reactor in epoll_wait came to 3x the CPU the broker
+# used), so a sample whose innermost frame is on such a line is idle and left out. What
+# those calls cost in CPU (the epoll_wait system call, the queue's wake-up) is then in no
+# stage; the other stages' shares of the broker's CPU grow by as much.
+WAITS: tuple[tuple[str, frozenset[str], re.Pattern[str]], ...] = (
+    ("rustka.broker.lanes", frozenset({"_work"}), re.compile(r"\bget\(\)")),
+    ("rustka.ops.lean_poll", frozenset({"_poll"}), re.compile(r"\.poll\(")),
+    ("twisted.internet.epollreactor", frozenset({"doPoll"}), re.compile(r"\.poll\(")),
+    ("twisted.internet.pollreactor", frozenset({"doPoll"}), re.compile(r"\.poll\(")),
+    ("twisted.internet.selectreactor", frozenset({"doSelect"}), re.compile(r"select\(")),
+    (
+        "threading",
+        frozenset({"wait", "acquire", "join", "_wait_for_tstate_lock"}),
+        re.compile(r"."),
+    ),
+    ("queue", frozenset({"get"}), re.compile(r"\b(wait|get)\(")),
+    ("twisted._threads", frozenset({"work", "get"}), re.compile(r"\b(wait|get|acquire)\(")),
+    ("twisted.python.threadpool", frozenset({"_worker"}), re.compile(r"\bget\(")),
 )
 
 # Workload -> (driver script, driver workload, partitions of its topic, unit).
@@ -229,16 +255,39 @@ def where_of(path: str) -> str:
     return parts[-1]
 
 
+def _matches(rule_where: str, functions: frozenset[str] | None, where: str, func: str) -> bool:
+    """py-spy names a method ``Class.method`` and a closure ``outer.<locals>.inner``: a
+    rule's function names any of those parts; ``_w_*`` names every part starting so."""
+    if rule_where.startswith("<"):
+        if not where.startswith(rule_where):
+            return False
+    elif where != rule_where and not where.startswith(rule_where + "."):
+        return False
+    if functions is None:
+        return True
+    parts = func.split(".")
+    if not functions.isdisjoint(parts):
+        return True
+    prefixes = [f[:-1] for f in functions if f.endswith("*")]
+    return any(part.startswith(prefix) for part in parts for prefix in prefixes)
+
+
 def stage_of_frame(where: str, func: str) -> str | None:
+    """The stage of one frame by the first rule that matches it, or None; the
+    ``reactor`` rules are not asked here (`stage_of_stack` falls back on them)."""
     for rule_where, functions, stage in RULES:
-        if rule_where.startswith("<"):
-            if not where.startswith(rule_where):
-                continue
-        elif where != rule_where and not where.startswith(rule_where + "."):
-            continue
-        if functions is None or func in functions:
+        if stage != "reactor" and _matches(rule_where, functions, where, func):
             return stage
     return None
+
+
+def in_reactor(where: str, func: str) -> bool:
+    """Whether a frame is Twisted's loop (or rustka's poll step of it)."""
+    return any(
+        _matches(rule_where, functions, where, func)
+        for rule_where, functions, stage in RULES
+        if stage == "reactor"
+    )
 
 
 def parse_frame(frame: str) -> tuple[str, str]:
@@ -250,17 +299,15 @@ def parse_frame(frame: str) -> tuple[str, str]:
 
 
 def stage_of_stack(frames: list[tuple[str, str]]) -> str:
-    """The stage of the innermost frame a rule matches; ``other`` if none does, or if
-    only Twisted's loop does around rustka code that no rule names."""
-    inside_rustka = False
+    """The stage of the innermost frame a rule matches. When none does: ``reactor`` if
+    the stack is Twisted's loop alone, ``other`` if it holds rustka code no rule names."""
     for where, func in reversed(frames):
         stage = stage_of_frame(where, func)
-        if stage == "reactor" and inside_rustka:
-            return "other"
         if stage is not None:
             return stage
-        inside_rustka = inside_rustka or where.startswith("rustka.")
-    return "other"
+    if any(where.startswith("rustka.") and not in_reactor(where, func) for where, func in frames):
+        return "other"
+    return "reactor" if any(in_reactor(where, func) for where, func in frames) else "other"
 
 
 @dataclass
@@ -271,14 +318,31 @@ class Attribution:
     samples: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAGES, 0))
     unmatched: dict[str, int] = field(default_factory=dict)
     by_function: dict[str, dict[str, int]] = field(default_factory=dict)
+    idle: int = 0
 
     @property
     def total(self) -> int:
         return sum(self.samples.values())
 
 
+def waiting(frame: str) -> bool:
+    """Whether a stack's innermost frame is a thread blocked in one of ``WAITS``: its
+    source line (read from the file the frame names) makes the blocking call."""
+    match = _FRAME.match(frame.strip())
+    if not match or not match["line"]:
+        return False
+    where, func = where_of(match["file"]), match["func"]
+    for wait_where, functions, call in WAITS:
+        if (where == wait_where or where.startswith(wait_where + ".")) and not functions.isdisjoint(
+            func.split(".")
+        ):
+            return call.search(linecache.getline(match["file"], int(match["line"]))) is not None
+    return False
+
+
 def attribute(text: str) -> Attribution:
-    """Samples per stage from py-spy's raw (collapsed) stacks: ``f;f;...;leaf COUNT``."""
+    """Samples per stage from py-spy's raw (collapsed) stacks: ``f;f;...;leaf COUNT``;
+    a thread blocked in one of ``WAITS`` is counted as idle, in no stage."""
     out = Attribution()
     unmatched: Counter[str] = Counter()
     functions: dict[str, Counter[str]] = {stage: Counter() for stage in STAGES}
@@ -287,13 +351,21 @@ def attribute(text: str) -> Attribution:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = [parse_frame(f) for f in stack.split(";") if f.strip()]
+        raw = [f for f in stack.split(";") if f.strip()]
+        if raw and waiting(raw[-1]):
+            out.idle += count
+            continue
+        frames = [parse_frame(f) for f in raw]
         stage = stage_of_stack(frames)
         out.samples[stage] += count
         # The innermost matched (or, for other, innermost) frame names the top functions.
         label = ""
         for where, func in reversed(frames):
-            if stage == "other" or stage_of_frame(where, func) == stage:
+            if (
+                stage == "other"
+                or stage_of_frame(where, func) == stage
+                or (stage == "reactor" and in_reactor(where, func))
+            ):
                 label = f"{where}.{func}"
                 break
         functions[stage][label] += count
@@ -310,14 +382,16 @@ def attribute(text: str) -> Attribution:
 class Sampler:
     """py-spy on the broker, from when it reports it is sampling until stop()."""
 
-    def __init__(self, pid: int, out: Path, rate: int) -> None:
+    def __init__(self, pid: int, out: Path, rate: int, nonblocking: bool = False) -> None:
         exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         if not Path(exe).exists():
             raise RuntimeError("py-spy is not installed (pip install -r bench/requirements.txt)")
         self.out = out
         self.log = out.with_suffix(".log")
         cmd = [exe, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate)]
-        cmd += ["--nonblocking", "--full-filenames", "-o", str(out)]
+        cmd += ["--full-filenames", "-o", str(out)]
+        if nonblocking:
+            cmd.append("--nonblocking")
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -388,6 +462,7 @@ def run_one(
     quick: bool,
     rate: int,
     profiles: Path,
+    nonblocking: bool = False,
 ) -> dict[str, Any]:
     script, driver_workload, partitions, unit = WORKLOADS[workload]
     topic = f"budget-{workload.lower()}"
@@ -398,15 +473,20 @@ def run_one(
         spec["partitions"] = partitions
     profile = profiles / f"{workload}-{flush}.txt"
     pid = broker.proc.pid
-    sampler = Sampler(pid, profile, rate)
+    # The metrics page is read outside the sampled window: its rendering is no request's.
+    before = scrape(broker)
+    sampler = Sampler(pid, profile, rate, nonblocking)
     try:
-        before, cpu0, t0 = scrape(broker), process_cpu(pid), time.monotonic()
+        cpu0, t0 = process_cpu(pid), time.monotonic()
         result = run_driver(script, spec)
-        cpu1, t1, after = process_cpu(pid), time.monotonic(), scrape(broker)
+        cpu1, t1 = process_cpu(pid), time.monotonic()
     finally:
         text = sampler.stop()
+    after = scrape(broker)
     produce = requests_of(after, workload) - requests_of(before, workload)
     units = stored_batches(data_dir, topic) if unit == "partition-batch" else produce
+    if not units:
+        raise RuntimeError(f"{workload}: the broker counted no {unit} (see {broker.log})")
     cpu = cpu1 - cpu0
     found = attribute(text)
     total = found.total
@@ -433,6 +513,7 @@ def run_one(
         "broker_cpu_s": cpu,
         "cpu_us_per_unit": per_unit_us,
         "samples": total,
+        "idle_samples": found.idle,
         "rate": rate,
         "coverage": total / rate / cpu if cpu else 0.0,
         "driver": {k: result.get(k) for k in ("seconds", "server_cpu", "p50_us", "p99_us")},
@@ -451,7 +532,8 @@ def print_run(run: dict[str, Any]) -> None:
         f"\n{run['workload']} flush={run['flush']}: {run['cpu_us_per_unit']:.0f} µs broker CPU"
         f" per {run['unit']} ({run['broker_cpu_s']:.2f} s over {run['units']:,.0f}"
         f" {run['unit']}s, {run['all_requests']:,.0f} requests in all);"
-        f" {run['samples']:,} samples at {run['rate']}/s, coverage {run['coverage']:.0%}"
+        f" {run['samples']:,} samples at {run['rate']}/s (and {run['idle_samples']:,} of"
+        f" waiting threads, left out), coverage {run['coverage']:.0%}"
     )
     print(f"  {'stage':<10}{'samples':>9}{'share':>8}{'±':>7}{'µs/' + run['unit']:>20}")
     for stage in STAGES:
@@ -511,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     ap.add_argument("--json", type=Path, default=None, help="write every run here")
     ap.add_argument("--profiles", type=Path, default=None, help="keep py-spy's stacks here")
+    ap.add_argument(
+        "--nonblocking",
+        action="store_true",
+        help="py-spy without pausing the broker (idle threads are then often sampled as busy)",
+    )
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
     args = ap.parse_args(argv)
     if args.compare:
@@ -534,7 +621,14 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for workload in workloads:
                     run = run_one(
-                        broker, data_dir, workload, flush, args.quick, args.rate, profiles
+                        broker,
+                        data_dir,
+                        workload,
+                        flush,
+                        args.quick,
+                        args.rate,
+                        profiles,
+                        args.nonblocking,
                     )
                     runs.append(run)
                     print_run(run)

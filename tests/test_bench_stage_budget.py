@@ -75,6 +75,25 @@ def test_each_sample_goes_to_the_stage_of_its_innermost_matching_frame() -> None
     assert found.unmatched == {"rustka.unknown_module.mystery": 2}
 
 
+def test_a_thread_blocked_in_its_wait_is_idle_and_in_no_stage() -> None:
+    lanes = ROOT / "rustka" / "broker" / "lanes.py"
+    lines = lanes.read_text().splitlines()
+    waits = [i + 1 for i, line in enumerate(lines) if line.strip() == "job = get()"]
+    busy = [i + 1 for i, line in enumerate(lines) if line.strip() == "result = f(*args)"]
+    assert waits and busy, "WorkerPool._work changed: update WAITS in bench/stage_budget.py"
+    pool = "_bootstrap (/py/lib/python3.11/threading.py:1)"
+    text = "\n".join(
+        [
+            _stack(pool, f"WorkerPool._work ({lanes}:{waits[0]})", count=9),
+            _stack(pool, f"WorkerPool._work ({lanes}:{busy[0]})", count=2),
+        ]
+    )
+    found = stage_budget.attribute(text)
+    assert found.idle == 9
+    assert found.total == 2
+    assert found.samples["hand-off"] == 2
+
+
 @pytest.mark.system
 def test_quick_w2_run_writes_a_budget_whose_stages_add_up(tmp_path: Path) -> None:
     exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -99,6 +118,8 @@ def test_quick_w2_run_writes_a_budget_whose_stages_add_up(tmp_path: Path) -> Non
     assert run["broker_cpu_s"] > 0
     assert run["cpu_us_per_unit"] > 0
     assert run["samples"] > 0
+    # The pool threads' and the reactor's waits are recognised and left out.
+    assert run["idle_samples"] > 0
     stages = run["stages"]
     assert set(stages) == set(stage_budget.STAGES)
     assert sum(s["samples"] for s in stages.values()) == run["samples"]
