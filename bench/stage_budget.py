@@ -11,8 +11,9 @@ request it made cheaper. For each flush mode one ``twistd rustka`` is started
 workload:
 
 1. its topic is created (so topic creation is outside the window),
-2. py-spy starts sampling the broker (every thread, idle stacks left out,
-   ``--nonblocking`` so the broker is never paused, ``--rate`` per second),
+2. py-spy starts sampling the broker (every thread, ``--nonblocking`` so the
+   broker is never paused, ``--rate`` per second; a thread blocked in one of
+   ``WAITS`` is left out, as py-spy here cannot tell it from a busy one),
 3. the broker's CPU seconds (utime + stime from /proc/<pid>/stat, every
    thread) and its request counters (the metrics endpoint) are read,
 4. the workload's driver runs (bench/rustka_driver.py W2, bench/kafka_driver.py
@@ -30,9 +31,13 @@ share of the samples times the broker's CPU per unit. This is an estimate: the
 shares rest on the sample counts printed beside them (the ``±`` column is two
 binomial standard errors), a thread waiting for the GIL or a lock is idle and
 not sampled at all, and time in C (crc32c, os.write, fsync, socket calls) is
-counted to the Python frame that called it. ``coverage`` is the sampled CPU
-(samples / rate) over the measured CPU: well below 100% means py-spy could not
-keep up (lower ``--rate``) and the shares are still fair, but thinner.
+counted to the Python frame that called it, fsync's wait for the disk
+included (so ``append`` at ``flush=always`` is an upper bound). The CPU of
+the waits themselves (the system calls that put a thread to sleep and wake it)
+is in no stage: every stage's share grows by as much, which the user/system
+split printed per run helps to judge. ``coverage`` is samples / rate over the
+measured CPU, a sign of how thin (or, on a busy machine, where py-spy counts
+runnable threads, how thick) the sampling was.
 
 ``--json`` writes every run (stage samples, shares, µs per unit, the CPU, the
 counts, the unmatched frames), and ``--compare OLD NEW`` prints two such files
@@ -382,16 +387,16 @@ def attribute(text: str) -> Attribution:
 class Sampler:
     """py-spy on the broker, from when it reports it is sampling until stop()."""
 
-    def __init__(self, pid: int, out: Path, rate: int, nonblocking: bool = False) -> None:
+    def __init__(self, pid: int, out: Path, rate: int) -> None:
         exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         if not Path(exe).exists():
             raise RuntimeError("py-spy is not installed (pip install -r bench/requirements.txt)")
         self.out = out
         self.log = out.with_suffix(".log")
         cmd = [exe, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate)]
-        cmd += ["--full-filenames", "-o", str(out)]
-        if nonblocking:
-            cmd.append("--nonblocking")
+        # Not pausing the broker keeps its timing as it is; pausing it did not help py-spy
+        # tell idle threads here either (see WAITS).
+        cmd += ["--nonblocking", "--full-filenames", "-o", str(out)]
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -410,6 +415,15 @@ class Sampler:
                 self.proc.kill()
                 self.proc.wait()
         return self.out.read_text(errors="replace") if self.out.exists() else ""
+
+
+def user_system(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process: how much of its cost is in the kernel."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read()
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
 def scrape(broker: TwistdBroker) -> dict[str, float]:
@@ -462,7 +476,6 @@ def run_one(
     quick: bool,
     rate: int,
     profiles: Path,
-    nonblocking: bool = False,
 ) -> dict[str, Any]:
     script, driver_workload, partitions, unit = WORKLOADS[workload]
     topic = f"budget-{workload.lower()}"
@@ -475,11 +488,11 @@ def run_one(
     pid = broker.proc.pid
     # The metrics page is read outside the sampled window: its rendering is no request's.
     before = scrape(broker)
-    sampler = Sampler(pid, profile, rate, nonblocking)
+    sampler = Sampler(pid, profile, rate)
     try:
-        cpu0, t0 = process_cpu(pid), time.monotonic()
+        cpu0, t0, split0 = process_cpu(pid), time.monotonic(), user_system(pid)
         result = run_driver(script, spec)
-        cpu1, t1 = process_cpu(pid), time.monotonic()
+        cpu1, t1, split1 = process_cpu(pid), time.monotonic(), user_system(pid)
     finally:
         text = sampler.stop()
     after = scrape(broker)
@@ -511,6 +524,8 @@ def run_one(
         "records": result.get("records"),
         "wall_s": t1 - t0,
         "broker_cpu_s": cpu,
+        "broker_user_s": split1[0] - split0[0],
+        "broker_system_s": split1[1] - split0[1],
         "cpu_us_per_unit": per_unit_us,
         "samples": total,
         "idle_samples": found.idle,
@@ -531,7 +546,9 @@ def print_run(run: dict[str, Any]) -> None:
     print(
         f"\n{run['workload']} flush={run['flush']}: {run['cpu_us_per_unit']:.0f} µs broker CPU"
         f" per {run['unit']} ({run['broker_cpu_s']:.2f} s over {run['units']:,.0f}"
-        f" {run['unit']}s, {run['all_requests']:,.0f} requests in all);"
+        f" {run['unit'].replace('batch', 'batche')}s,"
+        f" {run['all_requests']:,.0f} requests in all; user"
+        f" {run['broker_user_s']:.2f} s, system {run['broker_system_s']:.2f} s);"
         f" {run['samples']:,} samples at {run['rate']}/s (and {run['idle_samples']:,} of"
         f" waiting threads, left out), coverage {run['coverage']:.0%}"
     )
@@ -593,11 +610,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     ap.add_argument("--json", type=Path, default=None, help="write every run here")
     ap.add_argument("--profiles", type=Path, default=None, help="keep py-spy's stacks here")
-    ap.add_argument(
-        "--nonblocking",
-        action="store_true",
-        help="py-spy without pausing the broker (idle threads are then often sampled as busy)",
-    )
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
     args = ap.parse_args(argv)
     if args.compare:
@@ -628,7 +640,6 @@ def main(argv: list[str] | None = None) -> int:
                         args.quick,
                         args.rate,
                         profiles,
-                        args.nonblocking,
                     )
                     runs.append(run)
                     print_run(run)
