@@ -22,7 +22,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rustka import errors
-from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT
+from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT, Broker
 from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEntry
 from rustka.errors import InvalidBatch
 from rustka.kafka import txn_handlers
@@ -219,6 +219,47 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
         return _produce_answer(refused)
     jobs: list[defer.Deferred[Body]] = []
     topics_out: list[Body] = []
+    # The lane writes of a request of many partitions go to the I/O pool together
+    # (`IOPool.hold`); each partition is still appended, answered and refused alone.
+    many = len(topic_data) > 1 or (
+        len(topic_data) == 1 and len(topic_data[0]["partition_data"]) > 1
+    )
+    held = many and broker.io.hold()
+    try:
+        _queue_produce(broker, version, acks, topic_data, transactional_id, jobs, topics_out)
+    finally:
+        if held:
+            broker.io.release()
+    if not jobs:
+        return _produce_answer(topics_out)
+
+    # Each partition's result is written back into its place in topics_out.
+    places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
+
+    def gathered(results: list[Body]) -> Body:
+        for place, result in zip(places, results, strict=True):
+            place.clear()
+            place.update(result)
+        return _produce_body(topics_out)
+
+    if len(jobs) == 1:
+        # One partition (a one-record producer's every request): its own Deferred is
+        # the answer's, without a DeferredList around it.
+        return jobs[0].addCallback(lambda result: gathered([result]))
+    return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
+
+
+def _queue_produce(
+    broker: Broker,
+    version: int,
+    acks: int,
+    topic_data: list[Body],
+    transactional_id: str | None,
+    jobs: list[defer.Deferred[Body]],
+    topics_out: list[Body],
+) -> None:
+    """Hand each partition's records to the broker, in request order: its Deferred goes
+    to ``jobs``, and its place (or its refusal) to ``topics_out``."""
     for topic in topic_data:
         name = topic["name"]
         parts_out: list[Body] = []
@@ -245,23 +286,6 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             d.addCallbacks(_produced, _produce_failed, callbackArgs=(index,), errbackArgs=(index,))
             jobs.append(d)
             parts_out.append({"index": index})  # replaced when the append finishes
-    if not jobs:
-        return _produce_answer(topics_out)
-
-    # Each partition's result is written back into its place in topics_out.
-    places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
-
-    def gathered(results: list[Body]) -> Body:
-        for place, result in zip(places, results, strict=True):
-            place.clear()
-            place.update(result)
-        return _produce_body(topics_out)
-
-    if len(jobs) == 1:
-        # One partition (a one-record producer's every request): its own Deferred is
-        # the answer's, without a DeferredList around it.
-        return jobs[0].addCallback(lambda result: gathered([result]))
-    return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
 
 
 def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:

@@ -263,3 +263,58 @@ async def test_a_raising_completion_does_not_stop_the_others(
     assert log_watcher.messages("an I/O pool completion failed")
     failed = await within(io.run(int, "not a number").addErrback(lambda f: [f]))
     assert isinstance(failed[0], Failure) and failed[0].check(ValueError)
+
+
+@pytest_twisted.ensureDeferred
+async def test_held_lane_writes_share_one_pool_job_per_thread_and_fail_alone(
+    io: IOPool,
+) -> None:
+    """Appends queued on many lanes under a hold leave as one pool job per thread; each
+    lane's result (or failure) reaches its own append, and the lanes keep their order."""
+    seen: dict[int, list[int]] = {}
+
+    def writer(lane_no: int) -> Callable[[list[int]], list[int]]:
+        def write_many(items: list[int]) -> list[int]:
+            if lane_no == 3:
+                raise OSError("disk refused lane 3")
+            seen.setdefault(lane_no, []).extend(items)
+            return [lane_no * 100 + i for i in items]
+
+        return write_many
+
+    lanes = [Lane(io, writer(n)) for n in range(8)]
+    before = io.pool.wakeups
+    assert io.hold()
+    assert not io.hold(), "a nested hold leaves the release to the outer one"
+    first = [lane.append(1) for lane in lanes]
+    assert io.queue_depth == 0, "nothing leaves before the release"
+    second = [lane.append(2) for lane in lanes]
+    io.release()
+    assert io.shared_hops == 2
+    results = await defer.DeferredList([*first, *second], consumeErrors=True)
+    for n, (ok, value) in enumerate(results):
+        lane_no = n % 8
+        if lane_no == 3:
+            assert not ok and value.check(OSError)
+        else:
+            assert ok and value == lane_no * 100 + (1 if n < 8 else 2)
+    assert all(seen[n] == [1, 2] for n in range(8) if n != 3)
+    assert io.pool.wakeups > before
+    # Each first job's answers free its four lanes, whose second appends leave held
+    # again: two more shared jobs per first job.
+    assert io.shared_hops == 6
+
+
+@pytest_twisted.ensureDeferred
+async def test_release_on_a_stopped_pool_fails_the_held_writes_at_once() -> None:
+    from twisted.internet import reactor
+
+    pool = IOPool(reactor, threads=2)
+    pool.startService()
+    lanes = [Lane(pool, lambda items: items) for _ in range(3)]
+    pool.hold()
+    appends = [lane.append(1) for lane in lanes]
+    pool.stopService()
+    pool.release()
+    results = await defer.DeferredList(appends, consumeErrors=True)
+    assert all(not ok and value.check(BrokerUnavailable) for ok, value in results)
