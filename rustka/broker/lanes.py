@@ -33,9 +33,6 @@ T = TypeVar("T")
 OnDone = Callable[[Any, Any], None]
 """``on_done(result or Failure, context)``: how a pool job answers on the reactor thread."""
 
-HeldJob = tuple[Callable[..., Any], tuple[Any, ...], OnDone, Any]
-"""``(f, args, on_done, context)``: a `IOPool.run_then` job kept by `IOPool.hold`."""
-
 
 class WorkerPool:
     """N plain threads taking jobs from one `queue.SimpleQueue`, answering on the reactor.
@@ -166,9 +163,6 @@ class IOPool(service.Service):
         self._reactor = reactor
         self.pool = WorkerPool(reactor, threads, name="rustka-io")
         self.submitted = 0
-        self._held: list[HeldJob] | None = None
-        self.shared_hops = 0
-        """Pool jobs that carried the lane work of several partitions (`hold`)."""
 
     def startService(self) -> None:
         super().startService()
@@ -208,81 +202,7 @@ class IOPool(service.Service):
             on_done(Failure(BrokerUnavailable("the broker is shutting down")), context)
             return
         self.submitted += 1
-        held = self._held
-        if held is not None:
-            held.append((f, args, on_done, context))
-            return
         self.pool.submit(on_done, context, f, args)
-
-    def hold(self) -> bool:
-        """Keep the `run_then` jobs queued from now until `release` for one hand-over.
-
-        A Kafka Produce of many partitions queues one lane job per partition in
-        one go; handed over together they cost one pool job per thread instead
-        of one per partition (one queue hand-off and one thread wake-up each),
-        while every lane still has at most one job in flight, so each
-        partition's order is the lane's as before (docs/performance.md, "K5").
-        Returns False, and holds nothing, when a hold is already open: only the
-        outermost one releases.
-        """
-        if self._held is not None:
-            return False
-        self._held = []
-        return True
-
-    def release(self) -> None:
-        """Hand the jobs held since `hold` to the pool, split across its threads.
-
-        The jobs of a hold belong to different lanes (a lane never has two in
-        flight), so no order binds them to each other; each keeps its own result
-        or Failure and its own ``on_done``.
-        """
-        held, self._held = self._held, None
-        if not held:
-            return
-        if not self.pool.started:
-            stopped = Failure(BrokerUnavailable("the broker is shutting down"))
-            self._deliver_shared([stopped] * len(held), held)
-            return
-        if len(held) == 1:
-            f, args, on_done, context = held[0]
-            self.pool.submit(on_done, context, f, args)
-            return
-        shares = min(len(held), self.pool.max)
-        for share in range(shares):
-            jobs = held[share::shares]
-            self.shared_hops += 1
-            self.pool.submit(self._deliver_shared, jobs, _run_shared, (jobs,))
-
-    def _deliver_shared(self, results: Any, jobs: list[HeldJob]) -> None:
-        """On the reactor: each held job's ``on_done`` with its own result, each contained.
-
-        The lanes those answers free kick their next writes meanwhile; held too,
-        they leave as one hand-over again rather than one per partition.
-        """
-        if type(results) is Failure:
-            results = [results] * len(jobs)
-        held = self.hold()
-        try:
-            for (_, _, on_done, context), result in zip(jobs, results, strict=True):
-                try:
-                    on_done(result, context)
-                except Exception:
-                    self.log.failure("an I/O pool completion failed")
-        finally:
-            if held:
-                self.release()
-
-
-def _run_shared(jobs: list[HeldJob]) -> list[Any]:
-    """On the pool: each held job in turn, its exception kept as its own Failure."""
-    results: list[Any] = []
-    for f, args, _, _ in jobs:
-        try:
-            results.append(f(*args))
-        except BaseException:
-            results.append(Failure())
-    return results
 
 
 def _fire(result: Any, d: defer.Deferred[Any]) -> None:
