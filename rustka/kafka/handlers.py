@@ -218,17 +218,7 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
         ]
         return _produce_answer(refused)
     answer = _ProduceAnswer()
-    # The lane writes of a request of many partitions go to the I/O pool together
-    # (`IOPool.hold`); each partition is still appended, answered and refused alone.
-    many = len(topic_data) > 1 or (
-        len(topic_data) == 1 and len(topic_data[0]["partition_data"]) > 1
-    )
-    held = many and broker.io.hold()
-    try:
-        _queue_produce(broker, version, acks, topic_data, transactional_id, answer)
-    finally:
-        if held:
-            broker.io.release()
+    _queue_produce(broker, version, acks, topic_data, transactional_id, answer)
     answer.part_done(None, None)  # the hand-over is over: the last answer may now fire
     return answer.done
 

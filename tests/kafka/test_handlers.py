@@ -673,8 +673,8 @@ async def test_a_client_base_offset_is_rewritten_not_refused(broker: RunningBrok
 async def test_pipelined_produces_of_many_partitions_keep_each_partitions_order(
     broker: RunningBroker,
 ) -> None:
-    """Produces of eight partitions each, sent back to back from two connections, share
-    their hand-overs to the I/O pool; every partition still stores them in order, a bad
+    """Produces of eight partitions each, sent back to back from two connections, each
+    answered once all its partitions are: every partition stores them in order, a bad
     batch in each request is refused alone, and a new topic in the same requests is
     created on the way."""
     c = await broker.client()
