@@ -81,7 +81,6 @@ from rustka.broker.markers import Markers
 from rustka.broker.offsets_topic import OffsetsTopic
 from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.produce import (
-    AppendDone,
     AppendResult,
     Appends,
     EarlyAnswer,
@@ -678,26 +677,6 @@ class Broker:
             producer_id, epoch = first_producer(batches)
             self.transactions.verify(transactional_id, producer_id, epoch, topic, partition)
         return self.appends.append(topic, partition, batches, auto_create=auto_create)
-
-    def append_then(
-        self,
-        topic: str,
-        partition: int,
-        batches: bytes | memoryview,
-        transactional_id: str | None,
-        on_done: AppendDone,
-        context: Any,
-    ) -> None:
-        """`append` (auto-creating the topic) answering ``on_done(AppendResult or Failure,
-        context)`` on the reactor instead of through a Deferred; it never raises."""
-        try:
-            if is_transactional_batch(batches):
-                producer_id, epoch = first_producer(batches)
-                self.transactions.verify(transactional_id, producer_id, epoch, topic, partition)
-        except Exception:
-            on_done(Failure(), context)
-            return
-        self.appends.append_then(topic, partition, batches, True, on_done, context)
 
     def append_records(
         self,

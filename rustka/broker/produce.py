@@ -79,9 +79,6 @@ is stored, before ``reply`` runs on the reactor, so a front-end can answer witho
 waiting for the hop back (docs/performance.md, "Latency (issue 21)"). It must be
 thread-safe and must not raise; ``reply`` still follows for every group."""
 
-AppendDone = Callable[[Any, Any], None]
-"""``on_done(AppendResult or Failure, context)``: how `Appends.append_then` answers."""
-
 _new_tuple: Callable[..., Any] = tuple.__new__
 
 
@@ -195,80 +192,37 @@ class Appends:
         stored, while the other appends coalesced into the same write go on.
         Only the broker itself (``internal``) writes to its internal topics.
         """
-        self._core.check_serving()
+        core = self._core
+        core.check_serving()
         validate_topic(topic, internal_ok=internal)
         d: defer.Deferred[AppendResult] = defer.Deferred()
-        self._append_checked(topic, partition, batches, auto_create, _fire_deferred, d)
-        return d
-
-    def append_then(
-        self,
-        topic: str,
-        partition: int,
-        batches: bytes | memoryview,
-        auto_create: bool,
-        on_done: AppendDone,
-        context: Any,
-    ) -> None:
-        """`append` answering ``on_done(AppendResult or Failure, context)`` on the reactor
-        instead of through a Deferred, and never raising: a Kafka Produce of many
-        partitions gathers its answers with one callback each rather than a Deferred
-        each (docs/performance.md, "K5")."""
-        try:
-            self._core.check_serving()
-            validate_topic(topic)
-        except Exception:
-            on_done(Failure(), context)
-            return
-        self._append_checked(topic, partition, batches, auto_create, on_done, context)
-
-    def _append_checked(
-        self,
-        topic: str,
-        partition: int,
-        batches: bytes | memoryview,
-        auto_create: bool,
-        on_done: AppendDone,
-        done_context: Any,
-    ) -> None:
-        """`append` once the broker serves and the name is legal."""
-        core = self._core
         payload = bytes(batches) if isinstance(batches, memoryview) else batches
-        if topic in core.topics and not self._creating:
-            self._append_now(topic, partition, payload, on_done, done_context)
-            return
 
         def go(failure: Failure | None) -> None:
             if failure is not None:
-                on_done(failure, done_context)
+                d.errback(failure)
                 return
-            self._append_now(topic, partition, payload, on_done, done_context)
+            try:
+                core.check_serving()
+                plog = core.partition(topic, partition)
+                context = ((topic, partition), len(payload), _batches_appended, (d, plog))
+                if plog.config.diskless_enable:
+                    self._diskless_writer().append_to(
+                        plog, (payload, core.max_batch_bytes), self._appended, context
+                    )
+                    return
+                lane = self._lanes.lane(topic, partition)
+            except Exception:
+                d.errback(Failure())
+                return
+            lane.append_to(
+                (payload, core.max_batch_bytes),
+                self._appended,
+                context,
+            )
 
         self._when_topic(topic, auto_create, go)
-
-    def _append_now(
-        self, topic: str, partition: int, payload: bytes, on_done: AppendDone, done_context: Any
-    ) -> None:
-        core = self._core
-        try:
-            core.check_serving()
-            plog = core.partition(topic, partition)
-            context = (
-                (topic, partition),
-                len(payload),
-                _batches_appended,
-                (on_done, done_context, plog),
-            )
-            if plog.config.diskless_enable:
-                self._diskless_writer().append_to(
-                    plog, (payload, core.max_batch_bytes), self._appended, context
-                )
-                return
-            lane = self._lanes.lane(topic, partition)
-        except Exception:
-            on_done(Failure(), done_context)
-            return
-        lane.append_to((payload, core.max_batch_bytes), self._appended, context)
+        return d
 
     # -- single records ------------------------------------------------------------
 
@@ -594,26 +548,18 @@ def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) 
 
 
 def _batches_appended(
-    result: Any, key: PartitionKey, context: tuple[AppendDone, Any, PartitionStore]
+    result: Any, key: PartitionKey, context: tuple[defer.Deferred[AppendResult], PartitionStore]
 ) -> None:
-    on_done, done_context, plog = context
+    d, plog = context
     if type(result) is Failure:
-        on_done(result, done_context)
+        d.errback(result)
     else:
-        on_done(
+        d.callback(
             AppendResult(
                 result[0],
                 result[1],
                 plog.log_start_offset,
                 result.duplicate,
                 result.log_append_time,
-            ),
-            done_context,
+            )
         )
-
-
-def _fire_deferred(result: Any, d: defer.Deferred[Any]) -> None:
-    if type(result) is Failure:
-        d.errback(result)
-    else:
-        d.callback(result)

@@ -22,7 +22,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rustka import errors
-from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT, Broker
+from rustka.broker.core import APPEND, DELETE, SET, SUBTRACT
 from rustka.config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, ConfigEntry
 from rustka.errors import InvalidBatch
 from rustka.kafka import txn_handlers
@@ -217,59 +217,12 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
             for topic in topic_data
         ]
         return _produce_answer(refused)
-    answer = _ProduceAnswer()
-    _queue_produce(broker, version, acks, topic_data, transactional_id, answer)
-    answer.part_done(None, None)  # the hand-over is over: the last answer may now fire
-    return answer.done
-
-
-class _ProduceAnswer:
-    """One Produce's response, each partition's place filled in as its append finishes.
-
-    One Deferred per request and one callback per partition, rather than a
-    Deferred per partition gathered by a DeferredList (docs/performance.md,
-    "K5"). ``pending`` starts at one for the hand-over itself, so an append
-    answered while later partitions are still being handed over cannot fire
-    the response early.
-    """
-
-    __slots__ = ("done", "pending", "topics")
-
-    def __init__(self) -> None:
-        self.done: defer.Deferred[Body | None] = defer.Deferred()
-        self.pending = 1
-        self.topics: list[Body] = []
-
-    def part_done(self, result: Any, place: Body | None) -> None:
-        """``on_done`` of each append (``place`` is the partition's answer, ``{"index":
-        index}`` until now); with no place, the end of the hand-over."""
-        if place is not None:
-            index = place["index"]
-            place.clear()
-            if type(result) is Failure:
-                place.update(_produce_failed(result, index))
-            else:
-                place.update(_produced(result, index))
-        self.pending -= 1
-        if not self.pending:
-            self.done.callback(_produce_body(self.topics))
-
-
-def _queue_produce(
-    broker: Broker,
-    version: int,
-    acks: int,
-    topic_data: list[Body],
-    transactional_id: str | None,
-    answer: _ProduceAnswer,
-) -> None:
-    """Hand each partition's records to the broker, in request order, each with its place
-    in ``answer`` (or its refusal there at once)."""
-    on_done = answer.part_done
+    jobs: list[defer.Deferred[Body]] = []
+    topics_out: list[Body] = []
     for topic in topic_data:
         name = topic["name"]
         parts_out: list[Body] = []
-        answer.topics.append({"name": name, "partition_responses": parts_out})
+        topics_out.append({"name": name, "partition_responses": parts_out})
         for part in topic["partition_data"]:
             index = part["index"]
             records = part["records"]
@@ -286,10 +239,29 @@ def _queue_produce(
             if acks not in (0, 1, -1):
                 parts_out.append(_produce_error(index, E.INVALID_REQUIRED_ACKS, "acks"))
                 continue
-            place: Body = {"index": index}  # replaced when the append finishes
-            parts_out.append(place)
-            answer.pending += 1
-            broker.append_then(name, index, records, transactional_id, on_done, place)
+            d = broker.append(
+                name, index, records, auto_create=True, transactional_id=transactional_id
+            )
+            d.addCallbacks(_produced, _produce_failed, callbackArgs=(index,), errbackArgs=(index,))
+            jobs.append(d)
+            parts_out.append({"index": index})  # replaced when the append finishes
+    if not jobs:
+        return _produce_answer(topics_out)
+
+    # Each partition's result is written back into its place in topics_out.
+    places = [p for t in topics_out for p in t["partition_responses"] if len(p) == 1]
+
+    def gathered(results: list[Body]) -> Body:
+        for place, result in zip(places, results, strict=True):
+            place.clear()
+            place.update(result)
+        return _produce_body(topics_out)
+
+    if len(jobs) == 1:
+        # One partition (a one-record producer's every request): its own Deferred is
+        # the answer's, without a DeferredList around it.
+        return jobs[0].addCallback(lambda result: gathered([result]))
+    return defer.gatherResults(jobs, consumeErrors=True).addCallback(gathered)
 
 
 def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
