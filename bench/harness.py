@@ -615,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.py_spy
                             and rnd == 0
                             and system.server.kind == "rustka"
-                            and workload in ("W1", "W2", "W3", "W5", "K1", "K2", "K3")
+                            and workload in ("W1", "W2", "W3", "W5", "K1", "K2", "K3", "K1-C", "K5")
                         ):
                             profile = (
                                 args.py_spy / f"{system.label.replace('/', '-')}-{workload}.txt"

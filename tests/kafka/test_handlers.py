@@ -667,3 +667,55 @@ async def test_a_client_base_offset_is_rewritten_not_refused(broker: RunningBrok
         assert struct.unpack_from("!q", served)[0] == 0
     finally:
         await k.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_pipelined_produces_of_many_partitions_keep_each_partitions_order(
+    broker: RunningBroker,
+) -> None:
+    """Produces of eight partitions each, sent back to back from two connections, each
+    answered once all its partitions are: every partition stores them in order, a bad
+    batch in each request is refused alone, and a new topic in the same requests is
+    created on the way."""
+    c = await broker.client()
+    await c.create_topic("many", 8)
+    await c.close()
+    connections = [await kafka(broker), await kafka(broker)]
+    try:
+        sent: list[tuple[int, int, defer.Deferred[dict[str, Any]]]] = []
+        for round_no in range(20):
+            for conn_no, k in enumerate(connections):
+                parts = {
+                    ("many", p): encode_batch([Record(b"k", b"%d/%d/%d" % (conn_no, round_no, p))])
+                    for p in range(8)
+                }
+                bad = bytearray(parts[("many", round_no % 8)])
+                bad[-1] ^= 0xFF
+                parts[("many", round_no % 8)] = bytes(bad)
+                parts[("fresh", 0)] = encode_batch([Record(b"k", b"new")])
+                sent.append((conn_no, round_no, k.request(PRODUCE, produce_body(parts))))
+        answers = await within(defer.gatherResults([d for _, _, d in sent]))
+        for (_, round_no, _), answer in zip(sent, answers, strict=True):
+            got = results(answer)
+            for p in range(8):
+                assert (got[("many", p)][0] == 0) == (p != round_no % 8), (round_no, p)
+            assert got[("fresh", 0)][0] == 0
+        core = broker.broker
+        for p in range(8):
+            end = core.partition("many", p).end_offset
+            values = []
+            for offset in range(end):
+                record = await within(core.read_record("many", p, offset))
+                values.append(record.value)
+            for conn_no in range(2):
+                mine = [v for v in values if v.startswith(b"%d/" % conn_no)]
+                expected = [
+                    b"%d/%d/%d" % (conn_no, round_no, p)
+                    for round_no in range(20)
+                    if round_no % 8 != p
+                ]
+                assert mine == expected
+        assert await end_offset(connections[0], "fresh", 0) == 40
+    finally:
+        for k in connections:
+            await k.close()
