@@ -246,11 +246,11 @@ class Appends:
         for record, token in zip(records, tokens, strict=True):
             name = record[0]
             topic = topics.get(name)
-            if name in INTERNAL_TOPICS:
-                try:
-                    validate_topic(name)
-                except InvalidName:
-                    reply([token], -1, Failure(), context)
+            if name in INTERNAL_TOPICS:  # only the broker writes to its own topics
+                refusal = InvalidName(
+                    f"invalid topic name {name!r}: names starting with '__' are reserved"
+                )
+                reply([token], -1, Failure(refusal), context)
                 continue
             if topic is None or (creating and name in creating):
                 self._records_after_creation(record, token, reply, context, early)
