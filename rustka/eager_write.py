@@ -22,13 +22,17 @@ the writer, as it was when it was handed to the transport.
 Only a plain TCP connection is written here: a TLS transport (the TLS wrapper
 protocol, or ``startTLS``) must encrypt what it sends, and a UNIX socket may
 carry file descriptors, so those get the transport itself (`writer_for`).
-Everything runs on the reactor thread, like the transport's own writes (the
-native server's lane threads send only under the connection's lock, which
-the reactor takes around its own writes, `rustka.native.server`).
+Everything runs on the reactor thread, like the transport's own writes, with
+one exception: an I/O thread that has just stored a produce may send its
+answer itself (`send_early`), only under the connection's lock, which the
+reactor takes around its own writes and which Twisted's close of the socket
+takes too (`close_under_lock`).
 """
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +40,7 @@ from twisted.internet import tcp
 
 from rustka.fast_paths import tcp_transport_supported
 
-__all__ = ["EagerWriter", "writer_for"]
+__all__ = ["EagerWriter", "close_under_lock", "send_early", "writer_for"]
 
 # Linux's IOV_MAX: more parts than this are joined and sent as one.
 _MAX_PARTS = 1024
@@ -126,3 +130,79 @@ class EagerWriter:
 
     def loseConnection(self) -> None:
         self.transport.loseConnection()
+
+
+class _LockedCloseSocket(socket.socket):
+    """A connection's socket whose close waits for its lock (`close_under_lock`)."""
+
+    __slots__ = ("lock",)
+
+    def close(self) -> None:
+        with self.lock:
+            super().close()
+
+
+def close_under_lock(lock: threading.RLock, transport: Any) -> None:
+    """Make Twisted's close of the transport's socket take ``lock``.
+
+    An I/O thread answering a produce itself sends on the socket under the lock,
+    but Twisted closes its socket on the reactor without it: a thread between
+    reading the socket's number and its send() could then write to a new
+    connection given the same number. The same descriptor moves into a socket
+    object whose close() takes the lock; the transport's ``socket`` and
+    ``fileno`` follow it. Call it before `writer_for`, which keeps the socket.
+    """
+    old = transport.socket
+    sock = _LockedCloseSocket(old.family, old.type, old.proto, fileno=old.detach())
+    sock.lock = lock
+    sock.setblocking(False)
+    transport.socket = sock
+    transport.fileno = sock.fileno
+
+
+_NOTHING_MORE: tuple[bytes, ...] = ()
+
+
+def send_early(
+    queue: Any, slots: Sequence[Any], transport: Any, writer: EagerWriter, data: bytes
+) -> bool:
+    """From an I/O thread, under the connection's lock: send ``data``, the answers of
+    ``slots`` (`rustka.connections.Slot`), now if this is the moment; True when it
+    went whole.
+
+    Twisted's transport is not thread-safe, so the thread writes only while the
+    reactor cannot (the caller holds the lock the reactor takes around every
+    write and every pop of ``queue``), with these slots at the head of the queue
+    (every answer before them handed out already, so order holds) and nothing in
+    the transport's buffer (so nothing queued there is overtaken), the
+    connection neither closing nor closed. Answers sent whole leave the queue;
+    after a partial send the rest becomes the head slot's answer, which the
+    reactor writes before anything else; otherwise nothing changes and the
+    reactor answers as it always does. The slots must have reserved nothing in
+    the output budget (a produce does not).
+    """
+    if queue.closing or len(queue) < len(slots):
+        return False
+    for i, slot in enumerate(slots):
+        if queue[i] is not slot or slot.parts is not None:
+            return False
+    t = transport
+    if t._tempDataLen or t.dataBuffer or t.disconnecting or not t.connected:
+        return False
+    try:
+        # The socket is closed only under the lock (`close_under_lock`), so its
+        # number cannot have gone to another connection meanwhile.
+        sent = writer._socket.send(data)
+    except OSError:
+        return False
+    if not sent:
+        return False
+    for slot in slots:
+        slot.parts = _NOTHING_MORE
+    if sent < len(data):
+        slots[0].parts = (data[sent:],)
+        return False
+    popleft = queue.popleft
+    for _ in slots:
+        popleft()
+    return True

@@ -83,6 +83,7 @@ from rustka.broker.partition_lanes import PartitionLanes, WriteMany
 from rustka.broker.produce import (
     AppendResult,
     Appends,
+    BatchesEarly,
     EarlyAnswer,
     KeyedRecord,
     RecordsReply,
@@ -669,14 +670,16 @@ class Broker:
         *,
         auto_create: bool,
         transactional_id: str | None = None,
+        early: BatchesEarly | None = None,
     ) -> defer.Deferred[AppendResult]:
-        """Store client-built record batches; see docs/broker-api.md, "Writes"."""
+        """Store client-built record batches; see docs/broker-api.md, "Writes", and for
+        ``early``, `rustka.broker.produce.Appends.append`."""
         if is_transactional_batch(batches):
             # Kafka looks at the first batch: a transactional one must belong to the
             # ongoing transaction of its producer that added this partition.
             producer_id, epoch = first_producer(batches)
             self.transactions.verify(transactional_id, producer_id, epoch, topic, partition)
-        return self.appends.append(topic, partition, batches, auto_create=auto_create)
+        return self.appends.append(topic, partition, batches, auto_create=auto_create, early=early)
 
     def append_records(
         self,

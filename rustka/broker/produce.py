@@ -79,6 +79,10 @@ is stored, before ``reply`` runs on the reactor, so a front-end can answer witho
 waiting for the hop back (docs/performance.md, "Latency (issue 21)"). It must be
 thread-safe and must not raise; ``reply`` still follows for every group."""
 
+BatchesEarly = Callable[["AppendResult"], None]
+"""``early(result)``, the optional hook of `Appends.append`: called on the I/O pool
+thread once the batches are stored, before the Deferred fires on the reactor."""
+
 _new_tuple: Callable[..., Any] = tuple.__new__
 
 
@@ -183,6 +187,7 @@ class Appends:
         *,
         auto_create: bool,
         internal: bool = False,
+        early: BatchesEarly | None = None,
     ) -> defer.Deferred[AppendResult]:
         """Store ``batches`` on the partition's lane, validated there before the write.
 
@@ -191,6 +196,13 @@ class Appends:
         reactor; a payload that fails it is refused alone and nothing of it is
         stored, while the other appends coalesced into the same write go on.
         Only the broker itself (``internal``) writes to its internal topics.
+
+        ``early(result)``, when given, is called on the I/O thread as soon as the
+        batches are stored (and, under ``flush = "always"``, fsynced), before the
+        Deferred fires on the reactor: the Kafka front-end answers a Produce from
+        there (docs/performance.md, "Answers from the I/O thread (issue 33)"). It
+        gets only a stored result, never a refusal or a retried duplicate; it must
+        be thread-safe and must not raise. A diskless partition never calls it.
         """
         core = self._core
         core.check_serving()
@@ -219,6 +231,7 @@ class Appends:
                 (payload, core.max_batch_bytes),
                 self._appended,
                 context,
+                None if early is None else functools.partial(_batches_early, early, plog),
             )
 
         self._when_topic(topic, auto_create, go)
@@ -543,6 +556,19 @@ def _records_early(answer: EarlyAnswer, tokens: list[Any], partition: int, resul
         answer(tokens, partition, result[0])
 
 
+def _batches_early(early: BatchesEarly, plog: PartitionStore, result: Any) -> None:
+    """On the pool thread: a stored payload's result for the front-end that offered to
+    answer from there; a refusal or a duplicate is answered on the reactor only."""
+    if result.error is None and not result.duplicate:
+        early(_append_result(result, plog))
+
+
+def _append_result(result: Any, plog: PartitionStore) -> AppendResult:
+    return AppendResult(
+        result[0], result[1], plog.log_start_offset, result.duplicate, result.log_append_time
+    )
+
+
 def _records_appended(result: Any, key: PartitionKey, context: tuple[Any, ...]) -> None:
     tokens, reply, reply_context = context
     if type(result) is Failure:
@@ -558,12 +584,4 @@ def _batches_appended(
     if type(result) is Failure:
         d.errback(result)
     else:
-        d.callback(
-            AppendResult(
-                result[0],
-                result[1],
-                plog.log_start_offset,
-                result.duplicate,
-                result.log_append_time,
-            )
-        )
+        d.callback(_append_result(result, plog))

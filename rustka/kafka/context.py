@@ -65,6 +65,10 @@ class Connection(Protocol):
     def close_after_answers(self, why: str) -> None:
         """Hang up once the requests in flight are answered (a failed acks=0 Produce)."""
 
+    def answer_early(self, header: RequestHeader, body: Body) -> None:
+        """From an I/O thread: send the answer to the request ``header`` now if nothing
+        is ahead of it; otherwise the handler's result answers it on the reactor."""
+
 
 @runtime_checkable
 class Server(Protocol):

@@ -15,6 +15,7 @@ each API key, these and the group APIs' (`rustka.kafka.group_handlers`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 from typing import Any
 
@@ -219,6 +220,10 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
         return _produce_answer(refused)
     jobs: list[defer.Deferred[Body]] = []
     topics_out: list[Body] = []
+    # A Produce of one partition (a one-record producer's every request) may be
+    # answered by the I/O thread that stored it (docs/performance.md, "Answers from
+    # the I/O thread (issue 33)"); acks=0 is answered by nobody.
+    alone = acks != 0 and len(topic_data) == 1 and len(topic_data[0]["partition_data"]) == 1
     for topic in topic_data:
         name = topic["name"]
         parts_out: list[Body] = []
@@ -240,7 +245,12 @@ def produce(ctx: RequestContext, version: int, body: Body) -> defer.Deferred[Bod
                 parts_out.append(_produce_error(index, E.INVALID_REQUIRED_ACKS, "acks"))
                 continue
             d = broker.append(
-                name, index, records, auto_create=True, transactional_id=transactional_id
+                name,
+                index,
+                records,
+                auto_create=True,
+                transactional_id=transactional_id,
+                early=functools.partial(_answer_early, ctx, name, index) if alone else None,
             )
             d.addCallbacks(_produced, _produce_failed, callbackArgs=(index,), errbackArgs=(index,))
             jobs.append(d)
@@ -294,6 +304,14 @@ def _records_refusal(version: int, records: Any) -> tuple[int, str] | None:
                 f"{size - length - LOG_OVERHEAD} bytes follow the first batch",
             )
     return None
+
+
+def _answer_early(ctx: RequestContext, name: str, index: int, result: Any) -> None:
+    """On the I/O thread that stored a one-partition Produce: its answer, to the
+    connection, which sends it now if nothing is ahead of it (`Connection.answer_early`).
+    The Deferred still fires on the reactor and answers it there otherwise."""
+    body = _produce_body([{"name": name, "partition_responses": [_produced(result, index)]}])
+    ctx.connection.answer_early(ctx.header, body)
 
 
 def _produce_answer(topics: list[Body]) -> defer.Deferred[Body | None]:

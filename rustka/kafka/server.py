@@ -27,6 +27,7 @@ never reads holds at most about one response plus the transport's buffer.
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ from rustka.broker.core import Broker
 from rustka.broker.stats import RequestStats
 from rustka.config import Config
 from rustka.connections import NO_ANSWER, ResponseQueue, Slot, close_all, start_serving
-from rustka.eager_write import writer_for
+from rustka.eager_write import EagerWriter, close_under_lock, send_early, writer_for
 from rustka.framing import LinearInt32StringReceiver
 from rustka.kafka import messages
 from rustka.kafka.apis import HANDLERS, dispatch
@@ -103,6 +104,12 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         # Where answers are written: the socket at once when the transport buffers
         # nothing (rustka.eager_write), else the transport.
         self._out: Any = None
+        # Taken by the reactor around every write and pop of the queue, and by an I/O
+        # thread answering a Produce itself (`answer_early`): one writer at a time.
+        self._out_lock = threading.RLock()
+        self._eager = False
+        self.answered_early = 0
+        """Produce answers an I/O thread sent whole itself (for tests and admin views)."""
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -113,13 +120,17 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def connectionMade(self) -> None:
         self.auth = ConnectionAuth(self.security, self.factory.authenticator)
+        if writer_for(self.transport) is not self.transport:
+            close_under_lock(self._out_lock, self.transport)
         self._out = writer_for(self.transport)
+        self._eager = isinstance(self._out, EagerWriter)
         start_serving(self, self.factory.config)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
-        self._closed = True
+        with self._out_lock:
+            self._closed = True
+            self._queue.clear()
         self.setTimeout(None)
-        self._queue.clear()
         self.factory.connection_closed(self)
 
     def timeoutConnection(self) -> None:
@@ -300,7 +311,10 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         header: RequestHeader = slot.request
         if self._closed:
             return
-        if body is None:
+        if slot.parts is not None:
+            # An I/O thread answered it already (`answer_early`), whole or in part.
+            pass
+        elif body is None:
             self._queue.answer(slot, NO_ANSWER, 0)
         else:
             parts = messages.encode_response_parts(
@@ -313,6 +327,28 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         self._count(header, started, body)
         self._flush()
 
+    def answer_early(self, header: RequestHeader, body: Body) -> None:
+        """On the I/O thread that stored a one-partition Produce: send its answer now when
+        the connection's output is the thread's to take (`rustka.eager_write.send_early`
+        says when). Otherwise nothing happens, and `_answered` answers it on the
+        reactor as always; it runs for this request either way, for the statistics."""
+        if not self._eager:
+            return
+        queue = self._queue
+        if self._closed or not queue or queue[0].request is not header:
+            # Answers before it are still to go out: the reactor keeps the order.
+            return
+        parts = messages.encode_response_parts(
+            header.api_key, header.api_version, header.correlation_id, body
+        )
+        parts.insert(0, _LENGTH.pack(sum(map(len, parts))))
+        data = b"".join(parts)
+        with self._out_lock:
+            if self._closed or not queue or queue[0].request is not header:
+                return
+            if send_early(queue, (queue[0],), self.transport, self._out, data):
+                self.answered_early += 1
+
     def _count(self, header: RequestHeader, started: float, body: Any) -> None:
         stats = self.factory.request_stats
         stats.answered(header.api_key, time.perf_counter() - started)
@@ -323,7 +359,9 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def _flush(self) -> None:
         """Write the answers at the head of the queue; read on once none is pending."""
-        if self._queue.flush(self._out):
+        with self._out_lock:
+            idle = self._queue.flush(self._out)
+        if idle:
             if self._queue.closing:
                 return
             if self._reading_paused and not self._paused_by_client:

@@ -25,7 +25,6 @@ the reactor (docs/performance.md, "Latency (issue 21)").
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections import deque
 from typing import Any
@@ -41,7 +40,7 @@ from rustka.broker.access import Access, Gate
 from rustka.broker.core import Broker
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
-from rustka.eager_write import EagerWriter, writer_for
+from rustka.eager_write import EagerWriter, close_under_lock, send_early, writer_for
 from rustka.errors import (
     AuthenticationFailed,
     AuthenticationRequired,
@@ -71,35 +70,6 @@ _SASL_OPS: frozenset[type] = frozenset({p.SaslAuthenticate, p.SaslContinue})
 WRITES: frozenset[type] = frozenset(
     {p.Produce, p.ProduceBatch, p.Commit, p.CreateTopic, p.AlterTopic, p.DeleteTopic}
 )
-_NOTHING_MORE: tuple[bytes, ...] = ()
-
-
-class _LockedCloseSocket(socket.socket):
-    """A connection's socket whose close waits for its lock (`_close_under`)."""
-
-    __slots__ = ("lock",)
-
-    def close(self) -> None:
-        with self.lock:
-            super().close()
-
-
-def _close_under(lock: threading.RLock, transport: Any) -> None:
-    """Make Twisted's close of the transport's socket take ``lock``.
-
-    An I/O thread answering a produce itself sends on the socket under the lock,
-    but Twisted closes its socket on the reactor without it: a thread between
-    reading the socket's number and its send() could then write to a new
-    connection given the same number. The same descriptor moves into a socket
-    object whose close() takes the lock; the transport's ``socket`` and
-    ``fileno`` follow it.
-    """
-    old = transport.socket
-    sock = _LockedCloseSocket(old.family, old.type, old.proto, fileno=old.detach())
-    sock.lock = lock
-    sock.setblocking(False)
-    transport.socket = sock
-    transport.fileno = sock.fileno
 
 
 @implementer(interfaces.IPushProducer)
@@ -174,7 +144,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         # None while authorization is off: the request path then pays one test.
         self._access = access if access.enabled else None
         if writer_for(self.transport) is not self.transport:
-            _close_under(self._out_lock, self.transport)
+            close_under_lock(self._out_lock, self.transport)
         self._out = writer_for(self.transport)
         if isinstance(self._out, EagerWriter):
             self._early = self.factory.handler.early_answer(self._answer_early)
@@ -472,46 +442,15 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
     def _answer_early(self, tokens: list[Any], data: bytes) -> None:
         """On an I/O thread, right after the write: send these produces' answers (framed
         by the handler, `NativeHandler.early_answer`) on the socket now, when this
-        connection's output is the thread's to take.
-
-        Twisted's transport is not thread-safe, so the thread writes only while the
-        reactor cannot: under ``_out_lock`` (the reactor takes it around every write
-        and every pop of the queue), with these slots at the head of the queue (every
-        answer before them already handed out, so order holds), and with nothing in
-        the transport's buffer (so nothing queued there can be overtaken), the
-        connection neither closed nor closing. Answers it sends whole leave the queue;
-        after a partial send the rest becomes the head slot's answer, which the reactor
-        writes before anything else; otherwise it does nothing and the reactor answers
-        as before. The reactor's `_produced` still runs for these slots (its bookkeeping)
-        and keeps what the thread set.
+        connection's output is the thread's to take (`rustka.eager_write.send_early`,
+        which says when that is). The reactor's `_produced` still runs for these
+        slots (its bookkeeping) and keeps what the thread set.
         """
         with self._out_lock:
-            queue = self._queue
-            if self._closed or queue.closing or len(queue) < len(tokens):
+            if self._closed:
                 return
-            for i, slot in enumerate(tokens):
-                if queue[i] is not slot:
-                    return
-            t = self.transport
-            if t._tempDataLen or t.dataBuffer or t.disconnecting or not t.connected:
-                return
-            try:
-                # Twisted closes this socket only under the lock (`_close_under`), so
-                # its number cannot have gone to another connection meanwhile.
-                sent = self._out._socket.send(data)
-            except OSError:
-                return
-            if not sent:
-                return
-            for slot in tokens:
-                slot.parts = _NOTHING_MORE
-            if sent < len(data):
-                tokens[0].parts = (data[sent:],)
-                return
-            popleft = queue.popleft
-            for _ in tokens:
-                popleft()
-            self.answered_early += len(tokens)
+            if send_early(self._queue, tokens, self.transport, self._out, data):
+                self.answered_early += len(tokens)
 
     def _flush(self) -> None:
         """Write the answers at the head of the queue; resume reading below the in-flight limit."""

@@ -324,8 +324,10 @@ class LocalLog:
             if chunk:
                 self._write_chunk(active, buf, chunk_start, at, chunk)
             if config.flush == "always":
+                # The data, not the indexes: recovery rebuilds the active segment's
+                # indexes (Segment.flush_log), and a sealed one was fsynced whole.
                 for seg, _ in touched:
-                    self._fsync(seg)
+                    self._fsync(seg, log_only=True)
         except (OSError, StorageError) as e:
             self._undo(touched, created, old_recovery_point)
             detail = e.strerror if isinstance(e, OSError) else str(e)
@@ -423,7 +425,7 @@ class LocalLog:
     def _publish(self, size_bytes: int, *, segments_changed: bool) -> None:
         self._view = self._make_view(size_bytes, None if segments_changed else self._view)
 
-    def _fsync(self, seg: Segment) -> None:
+    def _fsync(self, seg: Segment, *, log_only: bool = False) -> None:
         """fsync ``seg``; a failure fences the partition until it is reopened.
 
         After an fsync error the kernel may have dropped the unwritten pages and
@@ -432,7 +434,10 @@ class LocalLog:
         (docs/reliability.md, "fsync failure").
         """
         try:
-            seg.flush()
+            if log_only:
+                seg.flush_log()
+            else:
+                seg.flush()
         except StorageError as e:
             if self._failed is None:
                 self._failed = (

@@ -471,14 +471,24 @@ class Segment:
 
     def flush(self) -> None:
         """fsync the log (and the indexes if they changed) so acknowledged data survives."""
+        self.flush_log()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def flush_log(self) -> None:
+        """fsync the log alone: what an acknowledgement of ``flush = "always"`` needs.
+
+        The indexes of the active segment need not be durable for that: after a
+        crash, recovery scans every segment from the recovery point (the active
+        one always among them) and rebuilds its indexes from the log
+        (`_scan_all`); a segment's indexes are fsynced when it is sealed.
+        """
         try:
             if self._log_dirty:
                 timed_fsync(self._log_fd)
                 self._log_dirty = False
         except OSError as e:
             raise StorageError(f"fsync of segment {self.log_path} failed: {e.strerror}") from e
-        self.offset_index.flush()
-        self.time_index.flush()
 
     # ------------------------------------------------------------------ properties
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
+import pytest
 import pytest_twisted
 from twisted.internet import defer
 
@@ -719,3 +720,47 @@ async def test_pipelined_produces_of_many_partitions_keep_each_partitions_order(
     finally:
         for k in connections:
             await k.close()
+
+
+@pytest.mark.usefixtures("force_fast_paths")
+@pytest_twisted.ensureDeferred
+async def test_an_io_thread_answers_a_one_partition_produce_itself_in_order(
+    broker: RunningBroker,
+) -> None:
+    """A Produce of one partition is answered by the I/O thread that stored it
+    (`KafkaProtocol.answer_early`); pipelined ones still come back in order, each with
+    its own offset, and a Produce of two partitions is answered on the reactor."""
+    c = await broker.client()
+    await c.create_topic("early", 2)
+    await c.close()
+    k = await kafka(broker)
+    [proto] = list(broker.top.kafka_factory.connections)
+    for i in range(20):
+        answer = await k.request(
+            PRODUCE, produce_body({("early", 0): encode_batch([Record(b"k", b"%d" % i)])})
+        )
+        assert results(answer) == {("early", 0): (0, i)}
+    # A thread counts its answer under the lock it sent it with, which the reactor's
+    # own writes take: once a later answer from the reactor arrived, the count is whole.
+    assert await end_offset(k, "early", 0) == 20
+    # The reactor may take one over when it holds the connection's output at that moment.
+    assert proto.answered_early > 0
+    alone = proto.answered_early
+    pipelined = [
+        k.request(PRODUCE, produce_body({("early", 0): encode_batch([Record(b"k", b"p%d" % i)])}))
+        for i in range(30)
+    ]
+    answers = await within(defer.gatherResults(pipelined))
+    assert [results(a)[("early", 0)] for a in answers] == [(0, 20 + i) for i in range(30)]
+    assert await end_offset(k, "early", 0) == 50
+    before = proto.answered_early
+    both = produce_body(
+        {
+            ("early", 0): encode_batch([Record(b"k", b"x")]),
+            ("early", 1): encode_batch([Record(b"k", b"y")]),
+        }
+    )
+    assert results(await k.request(PRODUCE, both)) == {("early", 0): (0, 50), ("early", 1): (0, 0)}
+    assert await end_offset(k, "early", 0) == 51
+    assert proto.answered_early == before >= alone
+    k.transport.loseConnection()

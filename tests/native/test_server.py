@@ -723,7 +723,7 @@ async def test_twisted_closes_the_socket_only_under_the_connections_output_lock(
     import threading
     import types
 
-    from rustka.native.server import _close_under, _LockedCloseSocket
+    from rustka.eager_write import _LockedCloseSocket, close_under_lock
 
     client = await connect_raw(broker)
     # The connection serves with the moved descriptor.
@@ -740,7 +740,7 @@ async def test_twisted_closes_the_socket_only_under_the_connections_output_lock(
     b.close()
     holder_of = types.SimpleNamespace(socket=a, fileno=a.fileno)
     lock = threading.RLock()
-    _close_under(lock, holder_of)
+    close_under_lock(lock, holder_of)
     moved = holder_of.socket
     assert isinstance(moved, _LockedCloseSocket) and holder_of.fileno() == moved.fileno()
     held, release = threading.Event(), threading.Event()
