@@ -203,7 +203,7 @@ RULES: tuple[tuple[str, frozenset[str] | None, str], ...] = tuple(
 # those calls cost in CPU (the epoll_wait system call, the queue's wake-up) is then in no
 # stage; the other stages' shares of the broker's CPU grow by as much.
 WAITS: tuple[tuple[str, frozenset[str], re.Pattern[str]], ...] = (
-    ("rustka.broker.lanes", frozenset({"_work"}), re.compile(r"\bget\(\)")),
+    ("rustka.broker.lanes", frozenset({"_work"}), re.compile(r"^\s*wait\(\)")),
     ("rustka.ops.lean_poll", frozenset({"_poll"}), re.compile(r"\.poll\(")),
     ("twisted.internet.epollreactor", frozenset({"doPoll"}), re.compile(r"\.poll\(")),
     ("twisted.internet.pollreactor", frozenset({"doPoll"}), re.compile(r"\.poll\(")),

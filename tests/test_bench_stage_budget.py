@@ -78,7 +78,7 @@ def test_each_sample_goes_to_the_stage_of_its_innermost_matching_frame() -> None
 def test_a_thread_blocked_in_its_wait_is_idle_and_in_no_stage() -> None:
     lanes = ROOT / "rustka" / "broker" / "lanes.py"
     lines = lanes.read_text().splitlines()
-    waits = [i + 1 for i, line in enumerate(lines) if line.strip() == "job = get()"]
+    waits = [i + 1 for i, line in enumerate(lines) if line.strip() == "wait()"]
     busy = [i + 1 for i, line in enumerate(lines) if line.strip() == "result = f(*args)"]
     assert waits and busy, "WorkerPool._work changed: update WAITS in bench/stage_budget.py"
     pool = "_bootstrap (/py/lib/python3.11/threading.py:1)"

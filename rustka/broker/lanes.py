@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import queue
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -35,15 +34,23 @@ OnDone = Callable[[Any, Any], None]
 
 
 class WorkerPool:
-    """N plain threads taking jobs from one `queue.SimpleQueue`, answering on the reactor.
+    """N plain threads taking jobs from one deque, each woken alone, answering on the reactor.
 
     Twisted's `ThreadPool` routes every job and every completion through its
     `Team` coordinator (extra lock hand-offs on the way in and out); under load
     that cost ~60 µs per round trip on the benchmark machine
     (docs/performance.md, "W2 today, and answering in one hop"). Here a job is
-    one ``put`` and a completion one deque append, and completions that finish
+    one deque append and at most one thread woken, and completions that finish
     while the reactor has not yet run the previous wake-up share it: one
     ``callFromThread`` (one waker write) per batch, not per job.
+
+    Exactly one idle thread is woken per job, the one that went idle last
+    (its stack and caches are the warmest): with one shared blocking queue, a
+    job woke every idle thread in turn, and each one woken for nothing then
+    fought the reactor and the working thread for the GIL (docs/performance.md,
+    "One thread woken per job (issue 33)"). Each thread sleeps on a lock of its
+    own, held while it sleeps; `submit` releases the lock of a thread it takes
+    from the idle stack.
 
     Jobs are ``(f, args, on_done, context)``; ``on_done(result or Failure,
     context)`` runs on the reactor thread. The attributes the manhole's
@@ -58,10 +65,11 @@ class WorkerPool:
         self.started = False
         self.joined = False
         self._reactor = reactor
-        self._jobs: queue.SimpleQueue[
-            tuple[Callable[..., Any], tuple[Any, ...], OnDone, Any] | None
-        ]
-        self._jobs = queue.SimpleQueue()
+        self._jobs: deque[tuple[Callable[..., Any], tuple[Any, ...], OnDone, Any] | None]
+        self._jobs = deque()
+        # Each thread's lock, held while the thread sleeps; idle threads, last to sleep last.
+        self._locks = [threading.Lock() for _ in range(self.max)]
+        self._idle: list[threading.Lock] = []
         self._threads: list[threading.Thread] = []
         self._busy = [False] * self.max
         self._done: deque[tuple[OnDone, Any, Any]] = deque()
@@ -82,11 +90,12 @@ class WorkerPool:
     @property
     def queued(self) -> int:
         """Jobs waiting for a thread."""
-        return self._jobs.qsize()
+        return len(self._jobs)
 
     def start(self) -> None:
         self.started = True
         for index in range(self.max):
+            self._locks[index].acquire()
             thread = threading.Thread(
                 target=self._work, args=(index,), name=f"{self.name}-{index}", daemon=True
             )
@@ -101,22 +110,47 @@ class WorkerPool:
         self.started = False
         self.joined = True
         for _ in self._threads:
-            self._jobs.put(None)
+            self._put(None)
         for thread in self._threads:
             thread.join()
 
     def submit(
         self, on_done: OnDone, context: Any, f: Callable[..., Any], args: tuple[Any, ...]
     ) -> None:
-        self._jobs.put((f, args, on_done, context))
+        self._put((f, args, on_done, context))
+
+    def _put(self, job: tuple[Callable[..., Any], tuple[Any, ...], OnDone, Any] | None) -> None:
+        self._jobs.append(job)
+        try:
+            sleeper = self._idle.pop()
+        except IndexError:
+            # Every thread is working; the first to finish takes the job.
+            return
+        sleeper.release()
 
     def _work(self, index: int) -> None:
-        get = self._jobs.get
+        jobs = self._jobs
+        idle = self._idle
+        lock = self._locks[index]
+        wait = lock.acquire
         busy = self._busy
         done = self._done
         wake = self._reactor.callFromThread
         while True:
-            job = get()
+            try:
+                job = jobs.popleft()
+            except IndexError:
+                idle.append(lock)
+                if jobs:
+                    # A job came between the pop and the append: take it back unless
+                    # `_put` already chose this thread (its release is then consumed).
+                    try:
+                        idle.remove(lock)
+                    except ValueError:
+                        wait()
+                    continue
+                wait()
+                continue
             if job is None:
                 return
             f, args, on_done, context = job

@@ -11,7 +11,7 @@ import pytest_twisted
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from rustka.broker.lanes import IOPool, Lane
+from rustka.broker.lanes import IOPool, Lane, WorkerPool
 from rustka.errors import BrokerUnavailable
 from tests.conftest import LogWatcher, within
 
@@ -263,3 +263,65 @@ async def test_a_raising_completion_does_not_stop_the_others(
     assert log_watcher.messages("an I/O pool completion failed")
     failed = await within(io.run(int, "not a number").addErrback(lambda f: [f]))
     assert isinstance(failed[0], Failure) and failed[0].check(ValueError)
+
+
+def test_each_job_wakes_one_idle_thread_and_none_is_lost() -> None:
+    """A job wakes one sleeping thread, never all of them; jobs submitted from many
+    threads at random moments (around a thread going to sleep) all run exactly once."""
+    import random
+
+    from twisted.internet import reactor
+
+    pool = WorkerPool(reactor, 3, name="wake-one")
+    pool.start()
+    try:
+        woken: list[str] = []
+        asleep = threading.Event()
+        for _ in range(10_000):
+            if len(pool._idle) == 3:
+                break
+            asleep.wait(0.001)
+        assert len(pool._idle) == 3, "the threads never went to sleep"
+        gate = threading.Event()
+        ran = threading.Event()
+
+        def first() -> None:
+            woken.append(threading.current_thread().name)
+            ran.set()
+            gate.wait(10)
+
+        pool.submit(lambda result, context: None, None, first, ())
+        assert ran.wait(10)
+        # One thread took the job; the two others still sleep, not woken for nothing.
+        assert len(woken) == 1 and len(pool._idle) == 2
+        gate.set()
+
+        count = 3000
+        seen: list[int] = []
+        lock = threading.Lock()
+        every = threading.Event()
+
+        def job(i: int) -> None:
+            with lock:
+                seen.append(i)
+                if len(seen) == count:
+                    every.set()
+
+        def submitter(start: int) -> None:
+            rng = random.Random(start)
+            for i in range(start, start + count // 3):
+                pool.submit(lambda result, context: None, None, job, (i,))
+                if rng.random() < 0.05:
+                    # Let the threads run dry and go back to sleep now and then.
+                    threading.Event().wait(rng.random() / 2000)
+
+        senders = [threading.Thread(target=submitter, args=(k * (count // 3),)) for k in range(3)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join()
+        assert every.wait(20), f"{count - len(seen)} jobs never ran"
+        assert sorted(seen) == list(range(count))
+    finally:
+        pool.stop()
+    assert pool.workers == 0
