@@ -872,3 +872,42 @@ def test_deleted_segments_stay_open_for_file_delete_delay_ms(tmp_path: Path) -> 
     assert log.enforce_retention(now[0]) == []
     assert deleted_files() == []
     log.close()
+
+
+def test_flush_always_fsyncs_the_log_alone_and_recovery_rebuilds_the_indexes(
+    tmp_path: Path,
+) -> None:
+    """An acknowledgement under flush=always waits for one fsync, of the log: the active
+    segment's indexes are not made durable per append, since a crash is followed by a
+    recovery scan of that segment, which rebuilds them from the log."""
+    from rustka.storage.file_io import SYNC_STATS
+
+    log = PartitionLog.open(
+        tmp_path, config(flush="always", segment_bytes=1 << 20, index_interval_bytes=1)
+    )
+    before = SYNC_STATS.count
+    fill(log, 30)
+    # Each append added index entries, and still cost one fsync.
+    assert SYNC_STATS.count - before == 30
+    active = log.segments[-1]
+    assert active.index_entries >= 29
+    base = active.base_offset
+    # A crash that lost everything the indexes held: no close(), index files emptied.
+    for seg in log.segments:
+        seg.close()
+    for name in (index_name(base), time_index_name(base)):
+        (tmp_path / name).write_bytes(b"")
+    again = PartitionLog.open(
+        tmp_path,
+        config(flush="always", segment_bytes=1 << 20, index_interval_bytes=1),
+        recover=True,
+    )
+    assert again.end_offset == 30
+    info = again.segments[-1].last_recovery
+    assert info is not None and info.index_rebuilt
+    assert again.segments[-1].index_entries >= 29
+    for i in range(30):
+        [record] = values_at(again, i)
+        assert record.key == f"k{i}".encode()
+    assert again.offset_for_timestamp(TS + 17) == (17, TS + 17)
+    again.close()
