@@ -97,10 +97,10 @@ RULES: tuple[tuple[str, frozenset[str] | None, str], ...] = tuple(
             "encode_response_parts encode_response count_response_errors",
             "answer",
         ),
-        ("rustka.kafka.server", "_answered _count _flush _handler_failed", "answer"),
+        ("rustka.kafka.server", "_answered _count _flush _handler_failed answer_early", "answer"),
         (
             "rustka.kafka.handlers",
-            "_produced _produce_answer _produce_body _produce_failed",
+            "_produced _produce_answer _produce_body _produce_failed _answer_early",
             "answer",
         ),
         (
@@ -129,7 +129,8 @@ RULES: tuple[tuple[str, frozenset[str] | None, str], ...] = tuple(
         # ---- hand-off: reactor <-> I/O threads, lanes, Deferreds, the completion chain
         (
             "rustka.broker.produce",
-            "_appended _records_appended _batches_appended _records_early",
+            "_appended _records_appended _batches_appended _records_early _batches_early "
+            "_append_result",
             "hand-off",
         ),
         ("rustka.broker.lanes", "write_then_early _write_then_early", "hand-off"),
