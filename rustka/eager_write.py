@@ -40,7 +40,7 @@ from twisted.internet import tcp
 
 from rustka.fast_paths import tcp_transport_supported
 
-__all__ = ["EagerWriter", "close_under_lock", "send_early", "writer_for"]
+__all__ = ["EagerWriter", "close_under_lock", "send_early", "writer_for", "writer_under_lock"]
 
 # Linux's IOV_MAX: more parts than this are joined and sent as one.
 _MAX_PARTS = 1024
@@ -158,6 +158,15 @@ def close_under_lock(lock: threading.RLock, transport: Any) -> None:
     sock.setblocking(False)
     transport.socket = sock
     transport.fileno = sock.fileno
+
+
+def writer_under_lock(transport: Any, lock: threading.RLock) -> Any:
+    """`writer_for`, for a connection whose I/O threads may answer with `send_early`
+    under ``lock``: a plain TCP socket's close is made to take the lock first
+    (`close_under_lock`)."""
+    if writer_for(transport) is not transport:
+        close_under_lock(lock, transport)
+    return writer_for(transport)
 
 
 _NOTHING_MORE: tuple[bytes, ...] = ()

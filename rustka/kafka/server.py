@@ -42,7 +42,7 @@ from rustka.broker.core import Broker
 from rustka.broker.stats import RequestStats
 from rustka.config import Config
 from rustka.connections import NO_ANSWER, ResponseQueue, Slot, close_all, start_serving
-from rustka.eager_write import EagerWriter, close_under_lock, send_early, writer_for
+from rustka.eager_write import EagerWriter, send_early, writer_under_lock
 from rustka.framing import LinearInt32StringReceiver
 from rustka.kafka import messages
 from rustka.kafka.apis import HANDLERS, dispatch
@@ -76,6 +76,16 @@ _RAW_TOKEN = RequestHeader(ApiKey.SASL_AUTHENTICATE, 0, -1, None)
 _BEFORE_AUTHENTICATION = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 )
+
+
+def _framed(header: RequestHeader, body: Body) -> tuple[list[bytes], int]:
+    """A response's parts behind their length prefix, and the response's size."""
+    parts = messages.encode_response_parts(
+        header.api_key, header.api_version, header.correlation_id, body
+    )
+    size = sum(map(len, parts))
+    parts.insert(0, _LENGTH.pack(size))
+    return parts, size
 
 
 @implementer(interfaces.IPushProducer)
@@ -120,9 +130,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
 
     def connectionMade(self) -> None:
         self.auth = ConnectionAuth(self.security, self.factory.authenticator)
-        if writer_for(self.transport) is not self.transport:
-            close_under_lock(self._out_lock, self.transport)
-        self._out = writer_for(self.transport)
+        self._out = writer_under_lock(self.transport, self._out_lock)
         self._eager = isinstance(self._out, EagerWriter)
         start_serving(self, self.factory.config)
 
@@ -317,12 +325,8 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         elif body is None:
             self._queue.answer(slot, NO_ANSWER, 0)
         else:
-            parts = messages.encode_response_parts(
-                header.api_key, header.api_version, header.correlation_id, body
-            )
+            parts, size = _framed(header, body)
             # The answer exists: its real size replaces the reservation until it is written.
-            size = sum(map(len, parts))
-            parts.insert(0, _LENGTH.pack(size))
             self._queue.answer(slot, parts, size)
         self._count(header, started, body)
         self._flush()
@@ -338,11 +342,7 @@ class KafkaProtocol(LinearInt32StringReceiver, TimeoutMixin):
         if self._closed or not queue or queue[0].request is not header:
             # Answers before it are still to go out: the reactor keeps the order.
             return
-        parts = messages.encode_response_parts(
-            header.api_key, header.api_version, header.correlation_id, body
-        )
-        parts.insert(0, _LENGTH.pack(sum(map(len, parts))))
-        data = b"".join(parts)
+        data = b"".join(_framed(header, body)[0])
         with self._out_lock:
             if self._closed or not queue or queue[0].request is not header:
                 return

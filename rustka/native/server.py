@@ -40,7 +40,7 @@ from rustka.broker.access import Access, Gate
 from rustka.broker.core import Broker
 from rustka.config import Config
 from rustka.connections import ResponseQueue, Slot, close_all, start_serving
-from rustka.eager_write import EagerWriter, close_under_lock, send_early, writer_for
+from rustka.eager_write import EagerWriter, send_early, writer_under_lock
 from rustka.errors import (
     AuthenticationFailed,
     AuthenticationRequired,
@@ -143,9 +143,7 @@ class BrokerProtocol(LinearInt32StringReceiver, TimeoutMixin):
         access = self.factory.broker.access
         # None while authorization is off: the request path then pays one test.
         self._access = access if access.enabled else None
-        if writer_for(self.transport) is not self.transport:
-            close_under_lock(self._out_lock, self.transport)
-        self._out = writer_for(self.transport)
+        self._out = writer_under_lock(self.transport, self._out_lock)
         if isinstance(self._out, EagerWriter):
             self._early = self.factory.handler.early_answer(self._answer_early)
         start_serving(self, self.factory.config)
